@@ -1,0 +1,46 @@
+# zarr_dask — two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A Python >= 3.12 for the newest zarr-python oracle (zarr >= 3.2 needs it); found by ci/find-oracle-python.
+ORACLE_PYTHON ?= $(shell bash ci/find-oracle-python 2>/dev/null)
+ORACLE_VENV ?= .venv-oracle
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-main test-oracle lint typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+$(ORACLE_VENV)/.installed: pyproject.toml
+	@test -n "$(ORACLE_PYTHON)" || { echo "no Python >= 3.12 found for the zarr-python oracle (set ORACLE_PYTHON=...)"; exit 1; }
+	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
+	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2'
+	@touch $@
+
+demo: $(VENV)/.installed
+	$(PY) -m zarr_dask.demo
+
+test: lint test-main test-oracle
+
+test-main: $(VENV)/.installed
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+# The interop tests again, against the newest zarr-python (needs Python >= 3.12).
+test-oracle: $(ORACLE_VENV)/.installed
+	$(ORACLE_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check zarr_dask tests benchmarks
+	$(PY) -m mypy
+
+bench: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) $(ORACLE_VENV) .pytest_cache .mypy_cache build *.egg-info

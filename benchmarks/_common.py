@@ -1,0 +1,68 @@
+"""Shared helpers for the benchmarks: timing with medians, a results table with ratios, scratch dirs."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
+
+
+def scratch(name: str) -> Path:
+    """A fresh scratch directory (ZD_BENCH_DIR or the system temp dir)."""
+    root = Path(os.environ.get("ZD_BENCH_DIR", tempfile.gettempdir())) / "zarr_dask_bench" / name
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    return root
+
+
+def drop_page_cache_hint() -> None:
+    """We cannot drop the OS page cache without root; every contender reads warm files (run once first)."""
+
+
+def timeit(func: Callable[[], Any], repeat: int = REPEAT, setup: Callable[[], Any] | None = None) -> list[float]:
+    """Wall times of ``repeat`` runs (after one warm-up run)."""
+    if setup:
+        setup()
+    func()
+    times = []
+    for _ in range(repeat):
+        if setup:
+            setup()
+        gc.collect()
+        t0 = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+class Table:
+    """Rows of (workload, contender, times, extra) printed with medians and ratios to a reference."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.rows: list[tuple[str, str, list[float], str]] = []
+
+    def add(self, workload: str, contender: str, times: list[float], extra: str = "") -> float:
+        self.rows.append((workload, contender, times, extra))
+        med = statistics.median(times)
+        print(f"  {workload:<28} {contender:<22} median {med:8.3f} s  (min {min(times):.3f}, n={len(times)}) {extra}",
+              flush=True)
+        return med
+
+    def median(self, workload: str, contender: str) -> float:
+        for w, c, t, _ in self.rows:
+            if w == workload and c == contender:
+                return statistics.median(t)
+        raise KeyError((workload, contender))
+
+    def ratio(self, workload: str, a: str, b: str) -> float:
+        return self.median(workload, a) / self.median(workload, b)

@@ -1,0 +1,147 @@
+"""Core read/write speed: ``Array[...]`` vs zarr-python's ``Array[...]`` vs a bare numcodecs floor.
+
+Workload (issue: foundation): a ~1 GiB float32 array (ZD_BENCH_GIB to scale), zstd level 0, 4 MiB chunks,
+on local files. Full read and full write. The floor is a bare loop that reads each chunk file and decodes it
+with numcodecs into a preallocated array (for writes: encodes each chunk and writes its file) — with one
+thread, and with as many threads as cores. Everything runs in this one process on the same data; medians of
+ZD_BENCH_REPEAT runs (default 5) after a warm-up run.
+
+Targets: ours <= 0.5x zarr-python's time and <= 1.2x the floor, for reads and writes.
+
+    python benchmarks/bench_core.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import Table, scratch, timeit  # noqa: E402
+
+import zarr_dask  # noqa: E402
+
+GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
+THREADS = os.cpu_count() or 2
+
+
+def make_data(gib: float) -> np.ndarray:
+    side = int((gib * 2**30 / 4) ** 0.5) // 1024 * 1024 or 1024
+    rng = np.random.default_rng(0)
+    # smooth field + noise: compresses like real data (zstd ratio ~1.1-1.5), not like pure noise or zeros
+    y = np.linspace(0, 20, side, dtype="f4")[:, None]
+    x = np.linspace(0, 30, side, dtype="f4")[None, :]
+    data = np.sin(y) * np.cos(x) * 100
+    data += rng.standard_normal((side, side), dtype="f4")
+    return data.astype("f4")
+
+
+def chunk_files(root: Path, shape: tuple[int, int], chunk: int) -> list[tuple[tuple[slice, slice], str]]:
+    out = []
+    for i in range(shape[0] // chunk):
+        for j in range(shape[1] // chunk):
+            out.append(((slice(i * chunk, (i + 1) * chunk), slice(j * chunk, (j + 1) * chunk)), str(root / "c" / str(i) / str(j))))
+    return out
+
+
+def floor_read(files, shape, chunk, threads: int) -> np.ndarray:
+    codec = numcodecs.Zstd()
+    out = np.empty(shape, dtype="f4")
+
+    def one(item):
+        region, path = item
+        with open(path, "rb") as f:
+            buf = f.read()
+        scratch_buf = np.empty((chunk, chunk), dtype="f4")
+        codec.decode(buf, out=scratch_buf)
+        out[region] = scratch_buf
+
+    if threads == 1:
+        for item in files:
+            one(item)
+    else:
+        with ThreadPoolExecutor(threads) as ex:
+            list(ex.map(one, files))
+    return out
+
+
+def floor_write(files, data, threads: int) -> None:
+    codec = numcodecs.Zstd(level=0)
+
+    def one(item):
+        region, path = item
+        enc = codec.encode(np.ascontiguousarray(data[region]))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(enc)
+
+    if threads == 1:
+        for item in files:
+            one(item)
+    else:
+        with ThreadPoolExecutor(threads) as ex:
+            list(ex.map(one, files))
+
+
+def main() -> None:
+    import zarr
+
+    root = scratch("core")
+    data = make_data(GIB)
+    shape, chunk = data.shape, 1024
+    print(f"bench_core: float32 {shape} = {data.nbytes / 2**30:.2f} GiB, zstd(0), chunks {chunk}x{chunk} "
+          f"(4 MiB), {THREADS} cores, zarr-python {zarr.__version__}, numcodecs {numcodecs.__version__}")
+    url = root / "ours.zarr"
+    a = zarr_dask.create_array(str(url), shape=shape, dtype="f4", chunks=(chunk, chunk),
+                               compressors={"name": "zstd", "configuration": {"level": 0, "checksum": False}})
+    a[:] = data
+    files = chunk_files(url, shape, chunk)
+    table = Table("core")
+
+    # ---- reads (all contenders read the same files)
+    ours = zarr_dask.open_array(str(url), mode="r")
+    np.testing.assert_array_equal(ours[:], data)
+    zp = zarr.open_array(str(url), mode="r")
+    np.testing.assert_array_equal(zp[:], data)
+    np.testing.assert_array_equal(floor_read(files, shape, chunk, 1), data)
+    table.add("read", "zarr_dask", timeit(lambda: ours[:]))
+    table.add("read", "zarr-python", timeit(lambda: zp[:]))
+    table.add("read", "floor (1 thread)", timeit(lambda: floor_read(files, shape, chunk, 1)))
+    table.add("read", f"floor ({THREADS} threads)", timeit(lambda: floor_read(files, shape, chunk, THREADS)))
+
+    # ---- writes (each into its own fresh directory)
+    w_ours = zarr_dask.create_array(str(root / "w_ours.zarr"), shape=shape, dtype="f4", chunks=(chunk, chunk),
+                                    compressors={"name": "zstd", "configuration": {"level": 0, "checksum": False}})
+    w_zp = zarr.create_array(str(root / "w_zp.zarr"), shape=shape, dtype="f4", chunks=(chunk, chunk),
+                             compressors=zarr.codecs.ZstdCodec(level=0))
+
+    def write_ours():
+        w_ours[:] = data
+
+    def write_zp():
+        w_zp[:] = data
+
+    ffiles = chunk_files(root / "w_floor", shape, chunk)
+    table.add("write", "zarr_dask", timeit(write_ours))
+    table.add("write", "zarr-python", timeit(write_zp))
+    table.add("write", "floor (1 thread)", timeit(lambda: floor_write(ffiles, data, 1)))
+    table.add("write", f"floor ({THREADS} threads)", timeit(lambda: floor_write(ffiles, data, THREADS)))
+    np.testing.assert_array_equal(zarr_dask.open_array(str(root / "w_ours.zarr"))[:], data)
+
+    print("\nratios (median time / median time; lower is better for zarr_dask):")
+    for w in ("read", "write"):
+        zp_ratio = table.ratio(w, "zarr_dask", "zarr-python")
+        f1 = table.ratio(w, "zarr_dask", "floor (1 thread)")
+        fn = table.ratio(w, "zarr_dask", f"floor ({THREADS} threads)")
+        ok = "OK" if zp_ratio <= 0.5 and f1 <= 1.2 else "MISS"
+        print(f"  {w:<6} vs zarr-python {zp_ratio:5.2f}x (target <= 0.5)   vs floor 1 thread {f1:5.2f}x (target <= 1.2)"
+              f"   vs floor {THREADS} threads {fn:5.2f}x   [{ok}]")
+
+
+if __name__ == "__main__":
+    main()

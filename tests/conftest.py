@@ -1,0 +1,134 @@
+"""Shared test fixtures: an in-process S3 (moto) server and one fixture per kind of store.
+
+Fixtures for any test module:
+
+* ``s3_server`` (session): starts a moto S3 server on ``127.0.0.1`` (a free port, one per xdist worker),
+  yields its endpoint URL, stops it at the end.  Tests using it are marked ``s3`` automatically.
+* ``s3_storage_options``: fresh dict of fsspec/s3fs options for that server.
+* ``s3_bucket_url``: ``"s3://<fresh bucket>/root.zarr"``; the bucket is emptied and removed afterwards.
+* ``memory_url``: ``"memory://<unique>"`` on fsspec's memory filesystem, cleared afterwards.
+* ``any_store_url``: parametrized over ``memory-store``, ``local``, ``fsspec-memory`` and ``s3``; yields
+  ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Third-party warnings we cannot fix, ignored narrowly (pyproject turns every other warning into an error),
+# e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*".  None is needed with the versions in
+# the venv (moto 5.2.5, s3fs 2026.9.0, aiobotocore 3.10.0, botocore 1.43): keep the list empty until one is.
+_THIRD_PARTY_WARNING_FILTERS: tuple[str, ...] = ()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _THIRD_PARTY_WARNING_FILTERS:
+        config.addinivalue_line("filterwarnings", line)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that (indirectly) uses the moto server with ``s3``."""
+    for item in items:
+        if "s3_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.s3)
+
+
+# ------------------------------------------------------------------------------------------------ S3
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 for the whole session (per xdist worker); yields the endpoint URL."""
+    server_module = pytest.importorskip("moto.server", reason="moto[server] is needed for the S3 tests")
+    pytest.importorskip("s3fs", reason="s3fs is needed for the S3 tests")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no per-request access log
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in _FAKE_AWS_ENV.items():
+            patch.setenv(name, value)
+        server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            host, port = server.get_host_and_port()
+            yield f"http://{host}:{port}"
+        finally:
+            _clear_s3fs_instances()
+            server.stop()
+
+
+_FAKE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",  # never ask an instance-metadata endpoint for credentials
+    "AWS_CONFIG_FILE": "/nonexistent/zarr-dask-tests/config",  # never read the developer's profiles
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/zarr-dask-tests/credentials",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
+def _clear_s3fs_instances() -> None:
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_storage_options(s3_server: str) -> dict[str, Any]:
+    """fsspec ``storage_options`` for the moto server (a fresh dict per test; listings never cached)."""
+    return {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": s3_server, "region_name": "us-east-1"},
+        "use_listings_cache": False,
+    }
+
+
+@pytest.fixture
+def s3_bucket_url(s3_storage_options: dict[str, Any]) -> Iterator[str]:
+    """``"s3://<fresh bucket>/root.zarr"``; the bucket and its contents are removed afterwards."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_storage_options)
+    bucket = f"zd-{uuid.uuid4().hex[:20]}"
+    fs.call_s3("create_bucket", Bucket=bucket)  # not fs.mkdir: it sends a us-east-1 LocationConstraint
+    yield f"s3://{bucket}/root.zarr"
+    with contextlib.suppress(OSError):  # best effort; the server's memory goes at the end of the session
+        fs.rm(bucket, recursive=True)
+
+
+# -------------------------------------------------------------------------------------------- memory
+@pytest.fixture
+def memory_url() -> Iterator[str]:
+    """A unique ``memory://`` URL on fsspec's (process-global) memory filesystem, cleared afterwards."""
+    import fsspec
+
+    name = f"zd-test-{uuid.uuid4().hex}"
+    yield f"memory://{name}"
+    fs = fsspec.filesystem("memory")
+    if fs.exists(f"/{name}"):
+        fs.rm(f"/{name}", recursive=True)
+
+
+# --------------------------------------------------------------------------------------- every store
+STORE_KINDS = ["memory-store", "local", "fsspec-memory", pytest.param("s3", marks=pytest.mark.s3)]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def any_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] | None]:
+    """``(url_or_store, storage_options)`` for each kind of store; open it with ``open_store``."""
+    kind = request.param
+    if kind == "memory-store":
+        from zarr_dask.store import MemoryStore
+
+        return MemoryStore(), None
+    if kind == "local":
+        return str(request.getfixturevalue("tmp_path") / "store.zarr"), None
+    if kind == "fsspec-memory":
+        return request.getfixturevalue("memory_url"), None
+    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")

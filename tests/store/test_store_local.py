@@ -1,0 +1,250 @@
+"""LocalStore specifics: atomic writes, temporary files, symbolic links, directories, errors."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+from dask.base import tokenize
+
+from zarr_dask.errors import InvalidPathError, StoreError
+from zarr_dask.store import LocalStore, open_store
+from zarr_dask.store import local as local_module
+from zarr_dask.store.local import TEMP_SUFFIX
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "store.zarr"
+
+
+@pytest.fixture
+def store(root: Path) -> LocalStore:
+    return LocalStore(root)
+
+
+def _all_files(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+# --------------------------------------------------------------------------------------------- atomicity
+def test_failed_replace_keeps_old_value_and_leaves_no_temp_file(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.set("a/k", b"old")
+
+    def failing_replace(src: str, dst: str) -> None:
+        raise OSError(errno.EIO, "simulated crash in os.replace")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(StoreError, match="simulated crash") as info:
+        store.set("a/k", b"new value")
+    assert store.url in str(info.value) and "'a/k'" in str(info.value)
+    assert isinstance(info.value.__cause__, OSError)
+    monkeypatch.undo()
+    assert store.get("a/k") == b"old"
+    assert store.list_prefix("") == ["a/k"]
+    assert _all_files(root) == ["a", "a/k"]  # the temporary file was removed
+
+
+def test_failure_mid_write_keeps_old_value(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.set("k", b"old")
+
+    def half_then_fail(fd: int, value: bytes) -> None:
+        os.write(fd, bytes(value)[:2])
+        raise OSError(errno.ENOSPC, "simulated full disk")
+
+    monkeypatch.setattr(local_module, "_write_all", half_then_fail)
+    with pytest.raises(StoreError, match="full disk"):
+        store.set("k", b"new value")
+    with pytest.raises(StoreError, match="full disk"):
+        store.set_if_not_exists("fresh", b"new value")
+    monkeypatch.undo()
+    assert store.get("k") == b"old"
+    assert store.get("fresh") is None
+    assert _all_files(root) == ["k"]
+
+
+def test_stray_temporary_files_are_never_listed(store: LocalStore, root: Path) -> None:
+    store.set("g/zarr.json", b"{}")
+    (root / "g" / f".zarr.json.0123456789abcdef{TEMP_SUFFIX}").write_bytes(b"torn")
+    (root / f".x{TEMP_SUFFIX}").write_bytes(b"torn")
+    assert store.list_prefix("") == ["g/zarr.json"]
+    assert store.list_dir("g") == (["zarr.json"], [])
+    assert store.list_dir("") == ([], ["g"])
+    with pytest.raises(InvalidPathError, match="reserved for temporary files"):
+        store.get(f"g/.zarr.json.0123456789abcdef{TEMP_SUFFIX}")
+
+
+def test_set_if_not_exists_without_hard_links(store: LocalStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src: str, dst: str) -> None:
+        raise OSError(errno.EPERM, "hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert store.set_if_not_exists("a/zarr.json", b"1") is True
+    assert store.set_if_not_exists("a/zarr.json", b"2") is False
+    assert store.get("a/zarr.json") == b"1"
+    assert store.list_prefix("") == ["a/zarr.json"]
+
+
+def test_fsync_mode(root: Path) -> None:
+    store = LocalStore(root, fsync=True)
+    store.set("a/b", b"durable")
+    assert store.set_if_not_exists("a/c", b"x")
+    assert store.get("a/b") == b"durable"
+    assert store != LocalStore(root) and tokenize(store) != tokenize(LocalStore(root))
+    assert pickle.loads(pickle.dumps(store)).fsync
+
+
+def test_written_files_have_normal_permissions(store: LocalStore, root: Path) -> None:
+    store.set("k", b"1")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (root / "k").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# ------------------------------------------------------------------------------------ symbolic links
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret").write_bytes(b"do not leak")
+    return secret
+
+
+def test_symlinked_directory_out_of_the_root_is_refused(store: LocalStore, root: Path, outside: Path) -> None:
+    root.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    calls = [
+        lambda: store.get("link/secret"),
+        lambda: store.get_many(["link/secret"]),
+        lambda: store.get_ranges([("link/secret", 0, 2)]),
+        lambda: store.exists("link/secret"),
+        lambda: store.set("link/new", b"x"),
+        lambda: store.set_if_not_exists("link/new", b"x"),
+        lambda: store.delete("link/secret"),
+        lambda: store.list_dir("link"),
+        lambda: store.list_prefix("link"),
+        lambda: store.delete_prefix("link"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidPathError, match="outside the store root") as info:
+            call()
+        assert store.url in str(info.value)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert store.list_prefix("") == []  # links are not listed
+
+
+def test_symlinked_file_out_of_the_root_is_refused(store: LocalStore, root: Path, outside: Path) -> None:
+    root.mkdir()
+    (root / "leak").symlink_to(outside / "secret")
+    with pytest.raises(InvalidPathError, match="outside the store root"):
+        store.get("leak")
+    with pytest.raises(InvalidPathError, match="outside the store root"):
+        store.exists("leak")
+    store.set("leak", b"replaced")  # replaces the link itself, never writes through it
+    assert (outside / "secret").read_bytes() == b"do not leak"
+    assert store.get("leak") == b"replaced"
+
+
+def test_symlinks_inside_the_root_are_followed(store: LocalStore, root: Path) -> None:
+    store.set("real/k", b"v")
+    (root / "alias").symlink_to(root / "real" / "k")
+    assert store.get("alias") == b"v"
+    assert store.exists("alias")
+    assert store.list_prefix("") == ["real/k"]
+
+
+def test_root_may_itself_be_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "root-link").symlink_to(target, target_is_directory=True)
+    store = LocalStore(tmp_path / "root-link")
+    store.set("a/b", b"1")
+    assert store.get("a/b") == b"1"
+    assert (target / "a" / "b").read_bytes() == b"1"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_not_a_key_and_does_not_hang(store: LocalStore, root: Path) -> None:
+    root.mkdir()
+    os.mkfifo(root / "fifo")
+    assert store.get("fifo") is None
+    assert store.get_ranges([("fifo", 0, 1)]) == [None]
+    assert not store.exists("fifo")
+    assert store.list_prefix("") == []
+
+
+# ------------------------------------------------------------------------------------- directories
+def test_set_creates_parents_and_delete_prunes_them(store: LocalStore, root: Path) -> None:
+    store.set("a/b/c/d", b"1")
+    store.set("a/x", b"2")
+    store.delete("a/b/c/d")
+    assert _all_files(root) == ["a", "a/x"]
+    store.delete_many(["a/x"])
+    assert root.is_dir() and _all_files(root) == []
+
+
+def test_delete_prefix_keeps_the_root(store: LocalStore, root: Path) -> None:
+    store.set_many({"a/b": b"1", "c": b"2"})
+    store.delete_prefix("")
+    assert root.is_dir() and _all_files(root) == []
+    store.set_many({"a/b/c": b"1", "a/d": b"2"})
+    store.delete_prefix("a/b")
+    assert _all_files(root) == ["a", "a/d"]
+
+
+def test_read_only_store_on_a_missing_root_creates_nothing(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "missing", read_only=True)
+    assert store.get("k") is None
+    assert store.get_many(["k"]) == {}
+    assert store.list_prefix("") == [] and store.list_dir("") == ([], [])
+    assert not (tmp_path / "missing").exists()
+
+
+def test_get_ranges_opens_each_file_once(store: LocalStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.set("shard", bytes(range(100)))
+    opened: list[str] = []
+    real_open = store._open
+
+    def spy(path: str, key: str) -> int | None:
+        opened.append(key)
+        return real_open(path, key)
+
+    monkeypatch.setattr(store, "_open", spy)
+    got = store.get_ranges([("shard", 0, 4), ("shard", -4, None), ("shard", 50, 52), ("nope", 0, 1)])
+    assert got == [bytes(range(4)), bytes(range(96, 100)), bytes([50, 51]), None]
+    assert opened == ["shard", "nope"]
+
+
+# ------------------------------------------------------------------------------------------ errors
+def test_backend_errors_become_store_errors(store: LocalStore) -> None:
+    store.set("file", b"1")
+    with pytest.raises(StoreError, match="cannot write key 'file/child'") as info:
+        store.set("file/child", b"2")
+    assert store.url in str(info.value)
+    assert isinstance(info.value.__cause__, OSError)
+    assert store.get("file/child") is None  # reading below a file is just "missing"
+
+
+# ------------------------------------------------------------------------------- urls and opening
+def test_url_and_open_store_spellings(root: Path) -> None:
+    store = LocalStore(root)
+    assert store.url == "file://" + str(root)
+    for spelling in (root, str(root), f"file://{root}", f"local://{root}", store.url):
+        opened = open_store(spelling)
+        assert isinstance(opened, LocalStore) and opened == store
+    with pytest.raises(TypeError, match="storage_options"):
+        open_store(str(root), storage_options={"auto_mkdir": True})
+
+
+def test_relative_roots_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = LocalStore("rel.zarr")
+    assert store.root == str(tmp_path / "rel.zarr")
+    assert pickle.loads(pickle.dumps(store)).root == store.root

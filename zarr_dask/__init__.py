@@ -1,0 +1,61 @@
+"""zarr_dask — Zarr v2/v3 as a first-class, fast and safe storage engine for Dask and xarray.
+
+Importing this package is cheap: names are loaded on first use, and xarray / distributed are never imported
+by it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Array": "zarr_dask.core.array",
+    "Group": "zarr_dask.core.group",
+    "consolidate_metadata": "zarr_dask.core.api",
+    "create_array": "zarr_dask.core.api",
+    "create_group": "zarr_dask.core.api",
+    "open": "zarr_dask.core.api",
+    "open_array": "zarr_dask.core.api",
+    "open_group": "zarr_dask.core.api",
+    "FsspecStore": "zarr_dask.store",
+    "LocalStore": "zarr_dask.store",
+    "MemoryStore": "zarr_dask.store",
+    "Store": "zarr_dask.store",
+    "open_store": "zarr_dask.store",
+    "errors": "zarr_dask.errors",
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+if TYPE_CHECKING:
+    from zarr_dask import errors as errors
+    from zarr_dask.core.api import consolidate_metadata as consolidate_metadata
+    from zarr_dask.core.api import create_array as create_array
+    from zarr_dask.core.api import create_group as create_group
+    from zarr_dask.core.api import open as open
+    from zarr_dask.core.api import open_array as open_array
+    from zarr_dask.core.api import open_group as open_group
+    from zarr_dask.core.array import Array as Array
+    from zarr_dask.core.group import Group as Group
+    from zarr_dask.store import FsspecStore as FsspecStore
+    from zarr_dask.store import LocalStore as LocalStore
+    from zarr_dask.store import MemoryStore as MemoryStore
+    from zarr_dask.store import Store as Store
+    from zarr_dask.store import open_store as open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
+    mod = importlib.import_module(module)
+    value = mod if name == "errors" else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,218 @@
+"""Top-level functions: open and create arrays and groups, consolidate metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from zarr_dask.core import nodes
+from zarr_dask.core.array import Array
+from zarr_dask.core.group import Group, discover
+from zarr_dask.errors import NodeNotFoundError, ZarrDaskError
+from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.consolidated import ConsolidatedMetadata
+from zarr_dask.spec.paths import key_prefix, normalize_path
+from zarr_dask.store import open_store
+
+ZarrFormat = Literal[2, 3]
+Mode = Literal["r", "r+", "a", "w", "w-"]
+
+
+def open_array(
+    store: Any,
+    *,
+    path: str = "",
+    zarr_format: ZarrFormat | None = None,
+    mode: Mode = "a",
+    storage_options: Mapping[str, Any] | None = None,
+    allow_unsafe_codecs: bool = False,
+    write_empty_chunks: bool = False,
+) -> Array:
+    """Open an existing array (v2 or v3, detected in one batched read).
+
+    Parameters
+    ----------
+    store
+        A URL (``"file:///x.zarr"``, ``"s3://bucket/x.zarr"``, ``"memory://x"``), a local path, or a Store.
+    path
+        The node path inside the store.
+    mode
+        ``"r"`` opens read-only; any other mode allows writes.
+    allow_unsafe_codecs
+        Allow codecs that can run code or build arbitrary objects on decode (pickle & co.). Off by default.
+    """
+    return Array.open(
+        store,
+        path,
+        zarr_format=zarr_format,
+        storage_options=storage_options,
+        read_only=mode == "r",
+        allow_unsafe_codecs=allow_unsafe_codecs,
+        write_empty_chunks=write_empty_chunks,
+    )
+
+
+def create_array(
+    store: Any,
+    *,
+    name: str | None = None,
+    path: str = "",
+    shape: Any,
+    dtype: Any = "float64",
+    chunks: Any = "auto",
+    fill_value: Any = None,
+    zarr_format: ZarrFormat = 3,
+    compressors: Any = "auto",
+    filters: Any = None,
+    serializer: Any = "auto",
+    order: Literal["C", "F"] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: Literal[".", "/"] | None = None,
+    dimension_names: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    write_empty_chunks: bool = False,
+    allow_unsafe_codecs: bool = False,
+) -> Array:
+    """Create an array; everything is validated before anything is written.
+
+    Spelled as in zarr-python: ``compressors`` / ``filters`` / ``serializer`` take numcodecs objects, v3 codec
+    dicts (``{"name": "zstd", "configuration": {"level": 3}}``), v2 dicts (``{"id": "blosc"}``), names
+    (``"zstd"``), ``None`` or ``"auto"`` (zstd for v3, blosc-lz4 for v2). ``chunks`` may be "auto", an int,
+    a tuple, or a tuple of per-dimension chunk edges (an irregular, rectilinear grid; v3 only).
+    ``write_empty_chunks=False`` (default) skips storing chunks equal to the fill value everywhere.
+    """
+    return Array.create(
+        store,
+        normalize_path(path if name is None else name),
+        shape=shape,
+        dtype=dtype,
+        zarr_format=zarr_format,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        allow_unsafe_codecs=allow_unsafe_codecs,
+        write_empty_chunks=write_empty_chunks,
+        chunks=chunks,
+        fill_value=fill_value,
+        compressors=compressors,
+        filters=filters,
+        serializer=serializer,
+        order=order,
+        chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator,
+        dimension_names=dimension_names,
+        attributes=attributes,
+    )
+
+
+def open_group(
+    store: Any,
+    *,
+    path: str = "",
+    mode: Mode = "a",
+    zarr_format: ZarrFormat | None = None,
+    use_consolidated: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Group:
+    """Open a group (explicit, or implicit: a path with descendants but no document).
+
+    ``mode="a"`` creates the group when nothing is there, ``"w"`` always creates (replacing what is there),
+    ``"w-"`` creates and fails if something exists, ``"r"``/``"r+"`` require it to exist.
+    ``use_consolidated=None`` uses consolidated metadata when present.
+    """
+    if mode in ("w", "w-"):
+        return create_group(
+            store,
+            path=path,
+            zarr_format=zarr_format or 3,
+            attributes=attributes,
+            overwrite=mode == "w",
+            storage_options=storage_options,
+        )
+    try:
+        return Group.open(
+            store,
+            path,
+            zarr_format=zarr_format,
+            use_consolidated=use_consolidated,
+            storage_options=storage_options,
+            read_only=mode == "r",
+        )
+    except NodeNotFoundError:
+        if mode != "a":
+            raise
+    return create_group(
+        store, path=path, zarr_format=zarr_format or 3, attributes=attributes, storage_options=storage_options
+    )
+
+
+def create_group(
+    store: Any,
+    *,
+    path: str = "",
+    zarr_format: ZarrFormat = 3,
+    attributes: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Group:
+    """Create a group (and, write-if-absent, every missing ancestor group)."""
+    return Group.create(
+        store,
+        path,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+
+
+def open(  # noqa: A001 - the zarr-python name
+    store: Any,
+    *,
+    path: str = "",
+    mode: Mode = "a",
+    zarr_format: ZarrFormat | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Array | Group:
+    """Open whatever node is at ``path``: an Array or a Group."""
+    s = open_store(store, storage_options=dict(storage_options or {}), read_only=mode == "r")
+    p = normalize_path(path)
+    node = nodes.read_node(s, p, zarr_format)
+    if nodes.is_array(node):
+        return Array.open(s, p, zarr_format=zarr_format, **kwargs)
+    return open_group(s, path=p, mode=mode, zarr_format=zarr_format, **kwargs)
+
+
+def consolidate_metadata(
+    store: Any,
+    *,
+    path: str = "",
+    zarr_format: ZarrFormat | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Group:
+    """Gather the metadata of every node below the group at ``path`` into its consolidated metadata
+    (v2: ``.zmetadata``; v3: ``consolidated_metadata`` inside its ``zarr.json``) and return the group,
+    opened with it. One walk of the hierarchy; the children's own documents are untouched."""
+    s = open_store(store, storage_options=dict(storage_options or {}))
+    p = normalize_path(path)
+    group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
+    members = discover(s, p, group.zarr_format, None)
+    explicit = {rel: m for rel, m in members.items() if not isinstance(m, nodes.ImplicitGroup)}
+    try:
+        consolidated = ConsolidatedMetadata.from_nodes(group.zarr_format, explicit)
+        meta = group.metadata
+        if isinstance(meta, nodes.ImplicitGroup):
+            meta = (GroupMetadataV3 if group.zarr_format == 3 else GroupMetadataV2)(attributes={})
+        if isinstance(meta, GroupMetadataV3):
+            import dataclasses
+
+            s.set_many(nodes.documents(p, dataclasses.replace(meta, consolidated_metadata=consolidated)))
+        else:
+            s.set_many(nodes.documents(p, meta))
+            s.set(key_prefix(p) + ".zmetadata", consolidated.to_v2_document(root=meta))
+    except ZarrDaskError as e:
+        raise e.with_context(store=s.url, path=p) from None
+    return Group.open(s, p, zarr_format=group.zarr_format)

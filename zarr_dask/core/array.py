@@ -1,0 +1,516 @@
+"""`Array`: a Zarr v2/v3 array in a store, with NumPy-style basic indexing."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+from zarr_dask.core import nodes
+from zarr_dask.core.chunk_io import ChunkIO
+from zarr_dask.core.create import build_array_metadata
+from zarr_dask.core.indexing import (
+    DimSelection,
+    chunk_projections,
+    expand_value,
+    finalize_output,
+    normalize_selection,
+)
+from zarr_dask.errors import ArrayNotFoundError, MetadataError, ReadOnlyError, ZarrDaskError
+from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
+from zarr_dask.spec.paths import key_prefix, normalize_path
+from zarr_dask.store import Store, open_store
+
+ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
+
+
+class Attributes(MutableMapping[str, Any]):
+    """User attributes of a node; every change is written through to the store at once."""
+
+    def __init__(self, node: Array | Any) -> None:
+        self._node = node
+
+    def _attrs(self) -> dict[str, Any]:
+        return dict(self._node.metadata.attributes)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._attrs()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attrs())
+
+    def __len__(self) -> int:
+        return len(self._attrs())
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        attrs = self._attrs()
+        del attrs[key]
+        self._node._set_attributes(attrs)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        attrs = self._attrs()
+        attrs.update(dict(other), **kwargs)
+        self._node._set_attributes(attrs)
+
+    def put(self, attributes: Mapping[str, Any]) -> None:
+        """Replace all attributes."""
+        self._node._set_attributes(dict(attributes))
+
+    def asdict(self) -> dict[str, Any]:
+        return self._attrs()
+
+    def __repr__(self) -> str:
+        return repr(self._attrs())
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """What `Array.info` reports."""
+
+    path: str
+    store: str
+    zarr_format: int
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    chunks: tuple[int, ...]
+    fill_value: Any
+    codecs: Any
+    nchunks: int
+    nchunks_initialized: int
+    nbytes: int
+    nbytes_stored: int
+
+    def __repr__(self) -> str:
+        ratio = f"{self.nbytes / self.nbytes_stored:.1f}" if self.nbytes_stored else "-"
+        rows = [
+            ("Type", "Array"),
+            ("Zarr format", self.zarr_format),
+            ("Store", self.store),
+            ("Path", "/" + self.path),
+            ("Shape", self.shape),
+            ("Chunk shape", self.chunks),
+            ("Data type", self.dtype),
+            ("Fill value", self.fill_value),
+            ("Codecs", self.codecs),
+            ("No. bytes", f"{self.nbytes} ({_human(self.nbytes)})"),
+            ("No. bytes stored", f"{self.nbytes_stored} ({_human(self.nbytes_stored)})"),
+            ("Storage ratio", ratio),
+            ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
+        ]
+        return "\n".join(f"{k:<20}: {v}" for k, v in rows)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+class Array:
+    """A Zarr array (v2 or v3) in a store.
+
+    Create with :func:`zarr_dask.create_array`, open with :func:`zarr_dask.open_array`. Reading
+    (``a[...]``, ``a[0, ::2]``) and writing (``a[:10] = x``) use NumPy basic indexing: integers, slices with
+    any step, and ``Ellipsis``. Missing chunks read as the fill value.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://doc-array", shape=(4, 6), dtype="i4", chunks=(2, 3))
+    >>> a[:] = np.arange(24).reshape(4, 6)
+    >>> a[1, ::2]
+    array([ 6,  8, 10], dtype=int32)
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        *,
+        allow_unsafe_codecs: bool = False,
+        write_empty_chunks: bool = False,
+        order: Literal["C", "F"] | None = None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._metadata = metadata
+        self._allow_unsafe_codecs = allow_unsafe_codecs
+        self._write_empty_chunks = write_empty_chunks
+        self._order = order or metadata.order
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def open(
+        cls,
+        store: Any,
+        path: str = "",
+        *,
+        zarr_format: Literal[2, 3] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> Array:
+        s = open_store(store, storage_options=dict(storage_options or {}), read_only=read_only)
+        path = normalize_path(path)
+        node = nodes.read_node(s, path, zarr_format)
+        if not nodes.is_array(node):
+            what = "a group" if node is not None else "nothing"
+            raise ArrayNotFoundError(
+                f"no array found here (found {what}); check the URL and path"
+                + (f" and zarr_format={zarr_format}" if zarr_format else ""),
+                store=s.url,
+                path=path,
+            )
+        assert isinstance(node, ArrayMetadataV2 | ArrayMetadataV3)
+        array = cls(s, path, node, **kwargs)
+        array._io.pipeline  # noqa: B018 - unknown or unsafe codecs fail at open, not at the first chunk
+        return array
+
+    @classmethod
+    def create(
+        cls,
+        store: Any,
+        path: str = "",
+        *,
+        shape: Any,
+        dtype: Any = "float64",
+        zarr_format: Literal[2, 3] = 3,
+        overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        allow_unsafe_codecs: bool = False,
+        write_empty_chunks: bool = False,
+        **metadata_kwargs: Any,
+    ) -> Array:
+        s = open_store(store, storage_options=dict(storage_options or {}))
+        path = normalize_path(path)
+        try:
+            metadata = build_array_metadata(shape=shape, dtype=dtype, zarr_format=zarr_format, **metadata_kwargs)
+            array = cls(
+                s,
+                path,
+                metadata,
+                allow_unsafe_codecs=allow_unsafe_codecs,
+                write_empty_chunks=write_empty_chunks,
+                order=metadata_kwargs.get("order"),
+            )
+            array._io.pipeline  # noqa: B018 - build (validate) the codec pipeline before writing anything
+        except ZarrDaskError as e:
+            raise e.with_context(store=s.url, path=path) from None
+        nodes.write_node(s, path, metadata, overwrite=overwrite)
+        return array
+
+    @cached_property
+    def _io(self) -> ChunkIO:
+        return ChunkIO(
+            self._store,
+            self._path,
+            self._metadata,
+            allow_unsafe_codecs=self._allow_unsafe_codecs,
+            write_empty_chunks=self._write_empty_chunks,
+        )
+
+    def _replace_metadata(self, metadata: ArrayMetadata) -> None:
+        if self._store.read_only:
+            raise ReadOnlyError("the array is read-only", store=self._store.url, path=self._path)
+        self._store.set_many(nodes.documents(self._path, metadata))
+        self._metadata = metadata
+        self.__dict__.pop("_io", None)
+
+    def _set_attributes(self, attributes: dict[str, Any]) -> None:
+        self._replace_metadata(dataclasses.replace(self._metadata, attributes=attributes))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def metadata(self) -> ArrayMetadata:
+        return self._metadata
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def zarr_format(self) -> Literal[2, 3]:
+        return self._metadata.zarr_format
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._metadata.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._metadata.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._metadata.data_type.numpy_dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The chunk shape (regular grids; the largest chunk per dimension for rectilinear ones)."""
+        grid = self._metadata.chunk_grid
+        shape = getattr(grid, "chunk_shape", None)
+        if shape is not None:
+            return tuple(shape)
+        return tuple(
+            max((g.size(i) for i in range(g.nchunks(n))), default=0) for g, n in zip(self._io.grids, self.shape, strict=True)
+        )
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """Number of chunks along each dimension."""
+        return tuple(self._metadata.chunk_grid.grid_shape(self.shape))
+
+    @property
+    def nchunks(self) -> int:
+        return math.prod(self.cdata_shape)
+
+    @property
+    def fill_value(self) -> Any:
+        fv = self._metadata.fill_value
+        return None if fv is None else fv[()]
+
+    @property
+    def order(self) -> str:
+        return self._order
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self)
+
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None:
+        return self._metadata.dimension_names
+
+    @property
+    def read_only(self) -> bool:
+        return self._store.read_only
+
+    @property
+    def codecs(self) -> Any:
+        return self._io.pipeline.to_json()
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<zarr_dask.Array {self._store.url} {self.name} shape={self.shape} dtype={self.dtype}>"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Array)
+            and other._store == self._store
+            and other._path == self._path
+            and other._metadata == self._metadata
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._store, self._path))
+
+    # ------------------------------------------------------------------ indexing
+    def _dims(self, selection: Any) -> tuple[DimSelection, ...]:
+        try:
+            return normalize_selection(selection, self.shape)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self.get_basic_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self.set_basic_selection(selection, value)
+
+    def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
+        """Read a selection of integers, slices and Ellipsis; returns a NumPy array (a scalar for 0-d results)."""
+        dims = self._dims(selection)
+        out = finalize_output(self._io.read(dims), dims)
+        if self._order == "F" and out.ndim > 1:
+            out = np.asfortranarray(out)
+        return out[()] if out.ndim == 0 else out
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` (broadcast to the selection's shape) into a selection."""
+        if self._store.read_only:
+            raise ReadOnlyError(
+                "cannot write: the array was opened read-only", store=self._store.url, path=self._path
+            )
+        dims = self._dims(selection)
+        try:
+            arr = np.asarray(value, dtype=self.dtype) if self.dtype.kind != "O" else _object_array(value)
+            full = expand_value(arr, dims)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+        except (ValueError, TypeError) as e:
+            raise MetadataError(
+                f"cannot write a value of type {type(value).__name__} into an array of dtype {self.dtype}: {e}",
+                store=self._store.url,
+                path=self._path,
+            ) from None
+        self._io.write(dims, full)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        out = np.asarray(self[...])
+        return out.astype(dtype) if dtype is not None else out
+
+    # ------------------------------------------------------------------ changes
+    def resize(self, *shape: Any) -> None:
+        """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by the new edge
+        have their outside part reset to the fill value, so growing again later shows fill, not old data."""
+        new_shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape))
+        if len(new_shape) != self.ndim:
+            raise MetadataError(
+                f"resize to {new_shape} changes the number of dimensions ({self.ndim})",
+                store=self._store.url,
+                path=self._path,
+            )
+        old_io = self._io
+        old_shape = self.shape
+        self._replace_metadata(dataclasses.replace(self._metadata, shape=new_shape))
+        if all(n >= o for n, o in zip(new_shape, old_shape, strict=True)):
+            return
+        self._trim_chunks(old_io, old_shape, new_shape)
+
+    def _trim_chunks(self, old_io: ChunkIO, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
+        grid = self._metadata.chunk_grid
+        old_grid_shape = grid.grid_shape(old_shape)
+        new_grid_shape = grid.grid_shape(new_shape)
+        stale: list[str] = []
+        edge: list[tuple[int, ...]] = []
+        prefix = key_prefix(self._path)
+        for key in self._store.list_prefix(prefix):
+            try:
+                coords = self._metadata.chunk_key_encoding.decode(key[len(prefix) :])
+            except ZarrDaskError:
+                continue
+            if len(coords) != self.ndim or any(c >= g for c, g in zip(coords, old_grid_shape, strict=True)):
+                continue
+            if any(c >= g for c, g in zip(coords, new_grid_shape, strict=True)):
+                stale.append(key)
+            elif any(
+                old_io.grids[d].start(c) + old_io.grids[d].size(c) > new_shape[d] and new_shape[d] < old_shape[d]
+                for d, c in enumerate(coords)
+            ):
+                edge.append(coords)
+        if stale:
+            self._store.delete_many(stale)
+        self._reset_overhang(edge, new_shape)
+
+    def _reset_overhang(self, edge: list[tuple[int, ...]], new_shape: tuple[int, ...]) -> None:
+        io = self._io
+        for coords in edge:
+            key = io.chunk_key(coords)
+            data = self._store.get(key)
+            if data is None:
+                continue
+            chunk = np.array(io.decode_chunk(key, data, coords), copy=True)
+            inside = tuple(
+                slice(0, max(0, min(g.size(c), n - g.start(c)))) for g, c, n in zip(io.grids, coords, new_shape, strict=True)
+            )
+            fresh = np.full(chunk.shape, io.fill, dtype=chunk.dtype)
+            fresh[inside] = chunk[inside]
+            self._store.set(key, io.encode_chunk(key, fresh, coords))
+
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Append ``data`` along ``axis`` (resize, then write); returns the new shape."""
+        data = np.asarray(data, dtype=self.dtype)
+        old = self.shape
+        new = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(old))
+        self.resize(new)
+        sel = tuple(slice(old[axis], None) if d == axis else slice(None) for d in range(self.ndim))
+        self[sel] = data
+        return new
+
+    def update_attributes(self, new_attributes: Mapping[str, Any]) -> Array:
+        self.attrs.update(new_attributes)
+        return self
+
+    # ------------------------------------------------------------------ info
+    def _chunk_keys_stored(self) -> list[str]:
+        prefix = key_prefix(self._path)
+        grid_shape = self.cdata_shape
+        found = []
+        for key in self._store.list_prefix(prefix):
+            try:
+                coords = self._metadata.chunk_key_encoding.decode(key[len(prefix) :])
+            except ZarrDaskError:
+                continue
+            if len(coords) == self.ndim and all(0 <= c < g for c, g in zip(coords, grid_shape, strict=True)):
+                found.append(key)
+        return found
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """How many chunks are stored (one listing)."""
+        return len(self._chunk_keys_stored())
+
+    @property
+    def nbytes_stored(self) -> int:
+        """Bytes stored under this array's prefix (metadata included)."""
+        sizes = self._store.list_prefix_sizes(key_prefix(self._path))
+        return sum(sizes.values())
+
+    @property
+    def info(self) -> ArrayInfo:
+        """A summary: shape, chunks, codecs, stored bytes and initialized chunks (lists the array's keys)."""
+        return ArrayInfo(
+            path=self._path,
+            store=self._store.url,
+            zarr_format=self.zarr_format,
+            shape=self.shape,
+            dtype=self.dtype,
+            chunks=self.chunks,
+            fill_value=self.fill_value,
+            codecs=self.codecs,
+            nchunks=self.nchunks,
+            nchunks_initialized=self.nchunks_initialized,
+            nbytes=self.nbytes,
+            nbytes_stored=self.nbytes_stored,
+        )
+
+    def iter_chunk_coords(self) -> Iterator[tuple[int, ...]]:
+        """Coordinates of every chunk in the grid, C order."""
+        dims = normalize_selection(Ellipsis, self.shape)
+        for p in chunk_projections(dims, self._io.grids, self.shape):
+            yield p.coords
+
+
+def _object_array(value: Any) -> np.ndarray[Any, Any]:
+    if isinstance(value, np.ndarray):
+        return value.astype(object) if value.dtype != object else value
+    if isinstance(value, str | bytes):
+        out = np.empty((), dtype=object)
+        out[()] = value
+        return out
+    return np.asarray(value, dtype=object)

@@ -1,0 +1,248 @@
+"""The only place that reads and writes chunks.
+
+:class:`ChunkIO` binds one array's metadata to its store, codec pipeline and grid, resolved once. Reads fetch a
+batch of chunk keys in one store call and decode each chunk straight into the output; writes encode whole
+chunks (reading and merging only the chunks a selection covers partly) and store a batch in one call.
+Batches run on a small thread pool: codec calls release the GIL and fsspec batches are concurrent, so this is
+where a plain ``Array[...]`` gets its parallelism (the dask engine calls the single-batch functions directly).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
+from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
+from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, ZarrDaskError
+from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
+from zarr_dask.spec.paths import key_prefix
+from zarr_dask.store import Store
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def io_threads() -> int:
+    """Threads used by direct (non-dask) reads and writes: ``ZARR_DASK_IO_THREADS`` or the CPU count."""
+    env = os.environ.get("ZARR_DASK_IO_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(os.cpu_count() or 1, 16))
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(io_threads(), thread_name_prefix="zarr_dask_io")
+        return _POOL
+
+
+def run_batches(func: Callable[[Sequence[Any]], None], items: Sequence[Any], *, threads: int | None = None) -> None:
+    """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile."""
+    n = len(items)
+    threads = io_threads() if threads is None else threads
+    if n == 0:
+        return
+    if threads <= 1 or n == 1 or threading.current_thread().name.startswith("zarr_dask_io"):
+        func(items)
+        return
+    nbatches = min(n, threads * 4)
+    size = -(-n // nbatches)
+    futures = [_pool().submit(func, items[i : i + size]) for i in range(0, n, size)]
+    errors = []
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:  # collect, so no batch is left running unobserved
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
+    """True when every element of ``chunk`` equals the fill value (NaN equals NaN)."""
+    if chunk.size == 0:
+        return True
+    kind = chunk.dtype.kind
+    if kind in "fc":
+        fv = fill[()]
+        if np.isnan(fv):
+            return bool(np.isnan(chunk).all())
+        flat = chunk.reshape(-1) if chunk.flags.c_contiguous else chunk.ravel(order="K")
+        if flat[0] != fv:
+            return False
+        return bool((flat == fv).all())
+    if kind == "O":
+        fv = fill[()]
+        return all(x == fv for x in chunk.flat)
+    flat = chunk.reshape(-1) if chunk.flags.c_contiguous else chunk.ravel(order="K")
+    if flat[0] != fill[()]:
+        return False
+    return bool((chunk == fill).all())
+
+
+@dataclass(frozen=True)
+class ChunkIO:
+    """Chunk-level reads and writes of one array (metadata resolved once)."""
+
+    store: Store
+    path: str
+    metadata: ArrayMetadata
+    allow_unsafe_codecs: bool = False
+    write_empty_chunks: bool = False
+    order: str = "C"
+    _spec_cache: dict[tuple[int, ...], ChunkSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def prefix(self) -> str:
+        return key_prefix(self.path)
+
+    @cached_property
+    def fill(self) -> np.ndarray[Any, Any]:
+        """The value of missing chunks and of padding (v2 ``null`` fill → the dtype's default)."""
+        fv = self.metadata.fill_value
+        return self.metadata.data_type.default_fill_value() if fv is None else fv
+
+    @cached_property
+    def dtype(self) -> np.dtype[Any]:
+        return self.metadata.data_type.numpy_dtype
+
+    @cached_property
+    def grids(self) -> tuple[Any, ...]:
+        return tuple(self.metadata.chunk_grid.dim_grids(self.metadata.shape))
+
+    @cached_property
+    def pipeline(self) -> CodecPipeline:
+        m = self.metadata
+        try:
+            if isinstance(m, ArrayMetadataV2):
+                return pipeline_from_v2(
+                    compressor=m.compressor,
+                    filters=list(m.filters) if m.filters is not None else None,
+                    data_type=m.data_type,
+                    order=m.order,
+                    allow_unsafe_codecs=self.allow_unsafe_codecs,
+                )
+            return pipeline_from_v3(
+                list(m.codecs),
+                data_type=m.data_type,
+                chunk_shape=self.chunk_shape((0,) * len(m.shape)),
+                allow_unsafe_codecs=self.allow_unsafe_codecs,
+            )
+        except ZarrDaskError as e:
+            raise e.with_context(store=self.store.url, path=self.path) from None
+
+    def chunk_shape(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(g.size(c) for g, c in zip(self.grids, coords, strict=True))
+
+    def chunk_spec(self, coords: tuple[int, ...]) -> ChunkSpec:
+        shape = self.chunk_shape(coords)
+        spec = self._spec_cache.get(shape)
+        if spec is None:
+            order = self.metadata.order if isinstance(self.metadata, ArrayMetadataV2) else "C"
+            spec = ChunkSpec(shape=shape, data_type=self.metadata.data_type, fill_value=self.fill, order=order)
+            self._spec_cache[shape] = spec
+        return spec
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        return self.prefix + self.metadata.chunk_key_encoding.encode(coords)
+
+    # ------------------------------------------------------------------ decode / encode one chunk
+    def decode_chunk(self, key: str, data: bytes, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        try:
+            return self.pipeline.decode(data, self.chunk_spec(coords))
+        except ZarrDaskError as e:
+            raise ChunkDecodeError(f"chunk {key!r}: {e.problem}", store=self.store.url, path=self.path) from e
+        except Exception as e:  # codec libraries raise all sorts of things on corrupt input
+            raise ChunkDecodeError(
+                f"chunk {key!r} cannot be decoded ({type(e).__name__}: {e}); the chunk is corrupt or was "
+                "written with different codecs than the metadata says",
+                store=self.store.url,
+                path=self.path,
+            ) from e
+
+    def encode_chunk(self, key: str, chunk: np.ndarray[Any, Any], coords: tuple[int, ...]) -> bytes:
+        try:
+            return self.pipeline.encode(chunk, self.chunk_spec(coords))
+        except ZarrDaskError as e:
+            raise e.with_context(store=self.store.url, path=self.path) from None
+        except Exception as e:
+            raise ChunkEncodeError(
+                f"chunk {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
+            ) from e
+
+    # ------------------------------------------------------------------ reads
+    def read_into(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """Fetch the chunks of ``projections`` in one store call and decode each into ``out``."""
+        keys = [self.chunk_key(p.coords) for p in projections]
+        got = self.store.get_many(keys)
+        for key, p in zip(keys, projections, strict=True):
+            data = got.get(key)
+            if data is None:
+                out[p.out_sel] = self.fill
+                continue
+            chunk = self.decode_chunk(key, data, p.coords)
+            out[p.out_sel] = chunk[p.chunk_sel]
+
+    def read(self, dims: Sequence[DimSelection], *, threads: int | None = None) -> np.ndarray[Any, Any]:
+        """Read a normalised selection (full rank, increasing order along each axis)."""
+        shape = tuple(d.count for d in dims)
+        out = np.empty(shape, dtype=self.dtype)
+        if out.size == 0:
+            return out
+        projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
+        run_batches(lambda batch: self.read_into(out, batch), projections, threads=threads)
+        return out
+
+    # ------------------------------------------------------------------ writes
+    def _new_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        return np.full(self.chunk_shape(coords), self.fill, dtype=self.dtype)
+
+    def _assemble(
+        self, p: ChunkProjection, value: np.ndarray[Any, Any], existing: bytes | None, key: str
+    ) -> np.ndarray[Any, Any]:
+        piece = value[p.out_sel]
+        shape = self.chunk_shape(p.coords)
+        if p.complete and piece.shape == shape:
+            return piece
+        if p.complete or existing is None:
+            chunk = self._new_chunk(p.coords)
+        else:
+            chunk = np.array(self.decode_chunk(key, existing, p.coords), dtype=self.dtype, copy=True)
+        chunk[p.chunk_sel] = piece
+        return chunk
+
+    def write_from(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """Write the chunks of ``projections`` from ``value`` (full rank, aligned with the selection)."""
+        keys = [self.chunk_key(p.coords) for p in projections]
+        partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
+        existing = self.store.get_many(partial) if partial else {}
+        to_set: dict[str, bytes] = {}
+        to_delete: list[str] = []
+        for key, p in zip(keys, projections, strict=True):
+            chunk = self._assemble(p, value, existing.get(key), key)
+            if not self.write_empty_chunks and is_fill(chunk, self.fill):
+                if p.complete or key in existing:
+                    to_delete.append(key)
+                continue
+            to_set[key] = self.encode_chunk(key, chunk, p.coords)
+        if to_set:
+            self.store.set_many(to_set)
+        if to_delete:
+            self.store.delete_many(to_delete)
+
+    def write(self, dims: Sequence[DimSelection], value: np.ndarray[Any, Any], *, threads: int | None = None) -> None:
+        """Write ``value`` (full rank, increasing order) into a normalised selection."""
+        if any(d.count == 0 for d in dims):
+            return
+        projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
+        run_batches(lambda batch: self.write_from(value, batch), projections, threads=threads)

@@ -1,0 +1,357 @@
+"""`Group`: a Zarr v2/v3 group — explicit, or implicit (a path with descendants but no document)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from zarr_dask.core import nodes
+from zarr_dask.core.array import Array, Attributes
+from zarr_dask.errors import (
+    GroupNotFoundError,
+    NodeNotFoundError,
+    ReadOnlyError,
+    ZarrDaskError,
+)
+from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.consolidated import ConsolidatedMetadata
+from zarr_dask.spec.paths import join_path, key_prefix, normalize_path, validate_node_name
+from zarr_dask.store import Store, open_store
+
+ZarrFormat = Literal[2, 3]
+GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
+NodeMeta = ArrayMetadataV2 | ArrayMetadataV3 | GroupMeta
+
+
+def _consolidated_of(store: Store, path: str, meta: Any, docs: Mapping[str, bytes]) -> ConsolidatedMetadata | None:
+    if isinstance(meta, GroupMetadataV3):
+        return meta.consolidated_metadata
+    zmeta = docs.get(key_prefix(path) + ".zmetadata")
+    if isinstance(meta, GroupMetadataV2) and zmeta is not None:
+        return nodes.read_consolidated_v2(store, path, zmeta)
+    return None
+
+
+class Group:
+    """A Zarr group. Open with :func:`zarr_dask.open_group`, create with :func:`zarr_dask.create_group`.
+
+    Members are found from consolidated metadata when the group has it (no listing at all), else with one
+    listing per group level plus one batched read of the children's documents.
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> root = zarr_dask.create_group("memory://doc-group")
+    >>> _ = root.create_array("temp", shape=(3,), dtype="f4")
+    >>> root.array_keys()
+    ['temp']
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: GroupMeta,
+        *,
+        consolidated: ConsolidatedMetadata | None = None,
+        allow_unsafe_codecs: bool = False,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._metadata = metadata
+        self._consolidated = consolidated
+        self._allow_unsafe_codecs = allow_unsafe_codecs
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def open(
+        cls,
+        store: Any,
+        path: str = "",
+        *,
+        zarr_format: ZarrFormat | None = None,
+        use_consolidated: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+        allow_unsafe_codecs: bool = False,
+    ) -> Group:
+        s = open_store(store, storage_options=dict(storage_options or {}), read_only=read_only)
+        path = normalize_path(path)
+        docs = s.get_many(nodes.candidate_keys(path, zarr_format, consolidated=use_consolidated is not False))
+        meta: Any = nodes.parse_node(docs, path, s)
+        if meta is None:
+            meta = _implicit(s, path, zarr_format)
+        if not nodes.is_group(meta):
+            raise GroupNotFoundError(
+                "this path holds an array, not a group; open it with open_array", store=s.url, path=path
+            )
+        consolidated = _consolidated_of(s, path, meta, docs) if use_consolidated is not False else None
+        if use_consolidated is True and consolidated is None:
+            raise NodeNotFoundError(
+                "use_consolidated=True but the group has no consolidated metadata; run "
+                "zarr_dask.consolidate_metadata on it, or pass use_consolidated=None",
+                store=s.url,
+                path=path,
+            )
+        return cls(s, path, meta, consolidated=consolidated, allow_unsafe_codecs=allow_unsafe_codecs)
+
+    @classmethod
+    def create(
+        cls,
+        store: Any,
+        path: str = "",
+        *,
+        zarr_format: ZarrFormat = 3,
+        attributes: Mapping[str, Any] | None = None,
+        overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Group:
+        s = open_store(store, storage_options=dict(storage_options or {}))
+        path = normalize_path(path)
+        meta: GroupMetadataV2 | GroupMetadataV3
+        try:
+            if zarr_format == 3:
+                meta = GroupMetadataV3(attributes=dict(attributes or {}))
+            elif zarr_format == 2:
+                meta = GroupMetadataV2(attributes=dict(attributes or {}))
+            else:
+                raise ZarrDaskError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+            meta.to_documents()  # validates attributes (JSON-serialisable) before anything is written
+        except ZarrDaskError as e:
+            raise e.with_context(store=s.url, path=path) from None
+        nodes.write_node(s, path, meta, overwrite=overwrite)
+        return cls(s, path, meta)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def metadata(self) -> GroupMeta:
+        return self._metadata
+
+    @property
+    def zarr_format(self) -> ZarrFormat:
+        return self._metadata.zarr_format
+
+    @property
+    def implicit(self) -> bool:
+        """True for a group that has no document of its own (found because it has descendants)."""
+        return isinstance(self._metadata, nodes.ImplicitGroup)
+
+    @property
+    def consolidated_metadata(self) -> ConsolidatedMetadata | None:
+        return self._consolidated
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self)
+
+    @property
+    def read_only(self) -> bool:
+        return self._store.read_only
+
+    def _set_attributes(self, attributes: dict[str, Any]) -> None:
+        if self._store.read_only:
+            raise ReadOnlyError("the group is read-only", store=self._store.url, path=self._path)
+        if isinstance(self._metadata, nodes.ImplicitGroup):
+            meta: Any = (GroupMetadataV3 if self.zarr_format == 3 else GroupMetadataV2)(attributes=attributes)
+        else:
+            meta = dataclasses.replace(self._metadata, attributes=attributes)
+        self._store.set_many(nodes.documents(self._path, meta))
+        self._metadata = meta
+
+    def __repr__(self) -> str:
+        kind = "implicit group" if self.implicit else "Group"
+        return f"<zarr_dask.{kind} {self._store.url} {self.name}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Group) and other._store == self._store and other._path == self._path
+
+    def __hash__(self) -> int:
+        return hash((self._store, self._path))
+
+    # ------------------------------------------------------------------ members
+    def _node(self, path: str, meta: Any) -> Array | Group:
+        if nodes.is_array(meta):
+            return Array(self._store, path, meta, allow_unsafe_codecs=self._allow_unsafe_codecs)
+        sub = None
+        if self._consolidated is not None:
+            sub = self._consolidated.subtree(path[len(self._path) :].strip("/"))
+        return Group(self._store, path, meta, consolidated=sub, allow_unsafe_codecs=self._allow_unsafe_codecs)
+
+    def _member_metadata(self, max_depth: int | None) -> dict[str, Any]:
+        """Relative path → metadata of every member down to ``max_depth`` (None = all)."""
+        if self._consolidated is not None:
+            return {
+                rel: meta
+                for rel, meta in self._consolidated.nodes.items()
+                if max_depth is None or rel.count("/") < max_depth
+            }
+        return discover(self._store, self._path, self.zarr_format, max_depth)
+
+    def members(self, max_depth: int | None = 1) -> tuple[tuple[str, Array | Group], ...]:
+        """``(relative path, node)`` pairs of the members, sorted; ``max_depth=None`` walks the whole tree."""
+        metas = self._member_metadata(max_depth)
+        return tuple((rel, self._node(join_path(self._path, rel), m)) for rel, m in sorted(metas.items()))
+
+    def array_keys(self) -> list[str]:
+        return [name for name, m in sorted(self._member_metadata(1).items()) if nodes.is_array(m)]
+
+    def group_keys(self) -> list[str]:
+        return [name for name, m in sorted(self._member_metadata(1).items()) if nodes.is_group(m)]
+
+    def arrays(self) -> Iterator[tuple[str, Array]]:
+        for name, node in self.members():
+            if isinstance(node, Array):
+                yield name, node
+
+    def groups(self) -> Iterator[tuple[str, Group]]:
+        for name, node in self.members():
+            if isinstance(node, Group):
+                yield name, node
+
+    def keys(self) -> list[str]:
+        return sorted(self._member_metadata(1))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self[name]
+        except (NodeNotFoundError, KeyError):
+            return False
+        return True
+
+    def __getitem__(self, name: str) -> Array | Group:
+        rel = normalize_path(name)
+        path = join_path(self._path, rel)
+        if self._consolidated is not None:
+            meta = self._consolidated.nodes.get(rel)
+        else:
+            meta = nodes.read_node(self._store, path, self.zarr_format)
+            if meta is None:
+                meta = _implicit(self._store, path, self.zarr_format, missing_ok=True)
+        if meta is None:
+            raise KeyError(name)
+        return self._node(path, meta)
+
+    def tree(self, max_depth: int | None = None) -> str:
+        """The hierarchy as text: groups and arrays with shape and dtype (implicit groups marked)."""
+        lines = [self.name + (" (implicit)" if self.implicit else "")]
+        metas = self._member_metadata(max_depth)
+        for rel in sorted(metas):
+            meta = metas[rel]
+            depth = rel.count("/")
+            label = rel.rsplit("/", 1)[-1]
+            if nodes.is_array(meta):
+                label += f" {tuple(meta.shape)} {meta.data_type.numpy_dtype}"
+            elif isinstance(meta, nodes.ImplicitGroup):
+                label += " (implicit group)"
+            lines.append("    " * depth + "├── " + label)
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ creation of members
+    def _child_path(self, name: str) -> str:
+        rel = normalize_path(name)
+        try:
+            for part in rel.split("/"):
+                validate_node_name(part, self.zarr_format)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+        return join_path(self._path, rel)
+
+    def create_group(
+        self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
+    ) -> Group:
+        return Group.create(
+            self._store, self._child_path(name), zarr_format=self.zarr_format, attributes=attributes, overwrite=overwrite
+        )
+
+    def require_group(self, name: str, **kwargs: Any) -> Group:
+        """Open the member group ``name``, creating it if absent."""
+        try:
+            node = self[name]
+        except KeyError:
+            return self.create_group(name, **kwargs)
+        if not isinstance(node, Group):
+            raise GroupNotFoundError(f"member {name!r} is an array", store=self._store.url, path=self._path)
+        return node
+
+    def create_array(self, name: str, *, shape: Any, dtype: Any = "float64", **kwargs: Any) -> Array:
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        return Array.create(self._store, self._child_path(name), shape=shape, dtype=dtype, **kwargs)
+
+
+# ---------------------------------------------------------------------- discovery by listing
+def _implicit(store: Store, path: str, zarr_format: ZarrFormat | None, *, missing_ok: bool = False) -> Any:
+    """An implicit group at ``path`` if some descendant has a document, else None / an error."""
+    found = discover(store, path, zarr_format, max_depth=None, stop_at_first=True)
+    if found:
+        fmt = next(iter(found.values())).zarr_format
+        return nodes.ImplicitGroup(zarr_format=fmt, attributes={})
+    if missing_ok:
+        return None
+    raise GroupNotFoundError(
+        "no group found here (no metadata document, no descendants); check the URL and path"
+        + (f" and zarr_format={zarr_format}" if zarr_format else ""),
+        store=store.url,
+        path=path,
+    )
+
+
+def discover(
+    store: Store,
+    path: str,
+    zarr_format: ZarrFormat | None,
+    max_depth: int | None,
+    *,
+    stop_at_first: bool = False,
+) -> dict[str, Any]:
+    """Walk the hierarchy under ``path`` level by level: one ``list_dir`` per group and one batched read of
+    every child's documents per level. Arrays are not descended into. Returns relative path → metadata."""
+    out: dict[str, Any] = {}
+    frontier = [""]  # relative paths of groups (explicit or implicit) to expand
+    depth = 0
+    while frontier and (max_depth is None or depth < max_depth):
+        children = []
+        for rel in frontier:
+            _, dirs = store.list_dir(key_prefix(join_path(path, rel)))
+            children += [join_path(rel, d) for d in dirs if not d.startswith("__")]
+        keys = [k for c in children for k in nodes.candidate_keys(join_path(path, c), zarr_format)]
+        docs = store.get_many(keys) if keys else {}
+        frontier = []
+        for child in children:
+            meta: Any = nodes.parse_node(docs, join_path(path, child), store)
+            if meta is None:
+                sub = discover(store, join_path(path, child), zarr_format, None, stop_at_first=True)
+                if not sub:
+                    continue
+                meta = nodes.ImplicitGroup(zarr_format=next(iter(sub.values())).zarr_format, attributes={})
+            out[child] = meta
+            if stop_at_first:
+                return out
+            if nodes.is_group(meta):
+                frontier.append(child)
+        depth += 1
+    return out

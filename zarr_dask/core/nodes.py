@@ -1,0 +1,199 @@
+"""Reading and writing node metadata documents (no chunk data).
+
+One node is read with one batched store call (every candidate document of both formats at once, so there is
+never a second round trip to probe the other format). Creating a node writes its ancestors' group documents
+with ``set_if_not_exists``: identical bytes, never overwriting a parent's attributes, harmless when creators
+race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from zarr_dask.errors import (
+    ContainsArrayError,
+    ContainsGroupError,
+    MetadataError,
+    ReadOnlyError,
+    ZarrDaskError,
+)
+from zarr_dask.spec import (
+    ArrayMetadataV2,
+    ArrayMetadataV3,
+    GroupMetadataV2,
+    GroupMetadataV3,
+)
+from zarr_dask.spec import json as zjson
+from zarr_dask.spec.consolidated import ConsolidatedMetadata, parse_consolidated_v2
+from zarr_dask.spec.paths import key_prefix, parent_paths
+from zarr_dask.store import Store
+
+ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
+GroupMetadata = GroupMetadataV2 | GroupMetadataV3
+NodeMetadata = ArrayMetadata | GroupMetadata
+ZarrFormat = Literal[2, 3]
+
+V3_DOC = "zarr.json"
+V2_DOCS = (".zarray", ".zgroup", ".zattrs")
+
+
+def candidate_keys(path: str, zarr_format: ZarrFormat | None, *, consolidated: bool = False) -> list[str]:
+    """Keys that may hold the metadata of the node at ``path``."""
+    p = key_prefix(path)
+    keys = []
+    if zarr_format in (None, 3):
+        keys.append(p + V3_DOC)
+    if zarr_format in (None, 2):
+        keys += [p + name for name in V2_DOCS]
+        if consolidated:
+            keys.append(p + ".zmetadata")
+    return keys
+
+
+@dataclass(frozen=True)
+class ImplicitGroup:
+    """A path with descendants but no group document of its own (read as a group, never written)."""
+
+    zarr_format: ZarrFormat
+    attributes: Mapping[str, Any]
+
+
+def _load(doc: bytes, key: str, store: Store, path: str) -> Any:
+    try:
+        return zjson.loads_object(doc, key)
+    except ZarrDaskError as e:
+        raise e.with_context(store=store.url, path=path) from None
+
+
+def parse_node(docs: Mapping[str, bytes], path: str, store: Store) -> NodeMetadata | None:
+    """Parse the documents found for ``path`` (keys relative to the store root)."""
+    p = key_prefix(path)
+    try:
+        if p + V3_DOC in docs:
+            doc = _load(docs[p + V3_DOC], p + V3_DOC, store, path)
+            node_type = doc.get("node_type")
+            if node_type == "array":
+                return ArrayMetadataV3.from_json(doc)
+            if node_type == "group":
+                return GroupMetadataV3.from_json(doc)
+            raise MetadataError(
+                f"'zarr.json' has node_type {node_type!r}; expected 'array' or 'group'"
+            )
+        attrs = _load(docs[p + ".zattrs"], p + ".zattrs", store, path) if p + ".zattrs" in docs else None
+        if p + ".zarray" in docs:
+            return ArrayMetadataV2.from_json(_load(docs[p + ".zarray"], p + ".zarray", store, path), attrs)
+        if p + ".zgroup" in docs:
+            return GroupMetadataV2.from_json(_load(docs[p + ".zgroup"], p + ".zgroup", store, path), attrs)
+    except ZarrDaskError as e:
+        raise e.with_context(store=store.url, path=path) from None
+    return None
+
+
+def read_node(store: Store, path: str, zarr_format: ZarrFormat | None = None) -> NodeMetadata | None:
+    """The metadata of the node at ``path``, or None (one batched store call)."""
+    docs = store.get_many(candidate_keys(path, zarr_format))
+    return parse_node(docs, path, store)
+
+
+def read_consolidated_v2(store: Store, path: str, data: bytes) -> ConsolidatedMetadata:
+    try:
+        return parse_consolidated_v2(zjson.loads_object(data, ".zmetadata"))
+    except ZarrDaskError as e:
+        raise e.with_context(store=store.url, path=path) from None
+
+
+def documents(path: str, metadata: NodeMetadata) -> dict[str, bytes]:
+    """Store key → bytes of every document of a node."""
+    p = key_prefix(path)
+    return {p + name: data for name, data in metadata.to_documents().items()}
+
+
+def empty_group(zarr_format: ZarrFormat) -> GroupMetadata:
+    return GroupMetadataV3(attributes={}) if zarr_format == 3 else GroupMetadataV2(attributes={})
+
+
+def check_parents(store: Store, path: str, zarr_format: ZarrFormat | None) -> None:
+    """Refuse to create a node below an array (one batched read of every ancestor's documents)."""
+    parents = parent_paths(path)
+    if not parents:
+        return
+    keys = [k for q in parents for k in candidate_keys(q, zarr_format) if not k.endswith(".zattrs")]
+    found = store.get_many(keys)
+    for q in parents:
+        p = key_prefix(q)
+        if p + ".zarray" in found or (p + V3_DOC in found and b'"array"' in found[p + V3_DOC]):
+            node = parse_node({k: v for k, v in found.items() if k.startswith(p)}, q, store)
+            if isinstance(node, ArrayMetadataV2 | ArrayMetadataV3):
+                raise ContainsArrayError(
+                    f"cannot create a node at {'/' + path!r}: its ancestor {'/' + q!r} is an array",
+                    store=store.url,
+                    path=q,
+                )
+
+
+def ensure_parents(store: Store, path: str, zarr_format: ZarrFormat) -> None:
+    """Write a group document for every ancestor that has none (write-if-absent; never overwrites)."""
+    for q in parent_paths(path):
+        for key, data in documents(q, empty_group(zarr_format)).items():
+            store.set_if_not_exists(key, data)
+
+
+def existing_node_error(store: Store, path: str, node: NodeMetadata) -> ZarrDaskError:
+    kind = "an array" if isinstance(node, ArrayMetadataV2 | ArrayMetadataV3) else "a group"
+    cls = ContainsArrayError if kind == "an array" else ContainsGroupError
+    return cls(
+        f"{kind} already exists here; pass overwrite=True to replace it (this deletes its data), "
+        "or open it instead",
+        store=store.url,
+        path=path,
+    )
+
+
+def write_node(
+    store: Store,
+    path: str,
+    metadata: NodeMetadata,
+    *,
+    overwrite: bool = False,
+) -> None:
+    """Create a node: refuse an existing one unless ``overwrite``; then parents, then the node's documents."""
+    if store.read_only:
+        raise ReadOnlyError(
+            "the store is read-only; open it with read_only=False (mode='a' or 'w') to create nodes",
+            store=store.url,
+            path=path,
+        )
+    zarr_format: ZarrFormat = metadata.zarr_format
+    existing = read_node(store, path)
+    if existing is not None:
+        if not overwrite:
+            raise existing_node_error(store, path, existing)
+        delete_node(store, path)
+    check_parents(store, path, None)
+    ensure_parents(store, path, zarr_format)
+    store.set_many(documents(path, metadata))
+
+
+def delete_node(store: Store, path: str) -> None:
+    """Delete a node with all its documents and descendants."""
+    store.delete_prefix(key_prefix(path))
+
+
+def is_array(node: Any) -> bool:
+    return isinstance(node, ArrayMetadataV2 | ArrayMetadataV3)
+
+
+def is_group(node: Any) -> bool:
+    return isinstance(node, GroupMetadataV2 | GroupMetadataV3 | ImplicitGroup)
+
+
+def list_documents(keys: Iterable[str]) -> dict[str, list[str]]:
+    """Group metadata document keys by node path (``{"a/b": ["a/b/zarr.json"], ...}``)."""
+    nodes: dict[str, list[str]] = {}
+    for key in keys:
+        head, _, name = key.rpartition("/")
+        if name == V3_DOC or name in V2_DOCS:
+            nodes.setdefault(head, []).append(key)
+    return nodes

@@ -1,0 +1,149 @@
+"""The zarr_dask exception tree.
+
+Every error raised by zarr_dask derives from :class:`ZarrDaskError` and mixes in the builtin exception that
+fits (a missing array is a ``FileNotFoundError``, bad metadata a ``ValueError``...), so callers can catch
+either.  Messages say *which store*, *which node*, *what value* and *how to fix it*::
+
+    store 'file:///data/x.zarr', node 'temp': unknown codec 'foo' in 'codecs' (...); install ... or ...
+
+Low layers (``spec``, ``codecs``) do not know the store; they raise with the problem only and the layer that
+does know (``core``) adds the context with :meth:`ZarrDaskError.with_context` before re-raising.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArrayNotFoundError",
+    "ChunkDecodeError",
+    "ChunkEncodeError",
+    "ContainsArrayError",
+    "ContainsGroupError",
+    "DataTypeError",
+    "FillValueError",
+    "GroupNotFoundError",
+    "IndexingError",
+    "InvalidPathError",
+    "MetadataError",
+    "NodeExistsError",
+    "NodeNotFoundError",
+    "ReadOnlyError",
+    "StoreError",
+    "UnknownCodecError",
+    "UnknownExtensionError",
+    "UnsafeCodecError",
+    "ZarrDaskError",
+]
+
+
+class ZarrDaskError(Exception):
+    """Base class of every zarr_dask error.
+
+    Parameters
+    ----------
+    problem
+        What is wrong and, where possible, how to fix it.
+    store, path
+        The store URL and the node path (``""`` for the root), when known.
+    """
+
+    def __init__(self, problem: str, *, store: str | None = None, path: str | None = None) -> None:
+        self.problem = problem
+        self.store = store
+        self.path = path
+        super().__init__(problem)
+
+    def with_context(self, *, store: str | None = None, path: str | None = None) -> ZarrDaskError:
+        """Fill in the store URL / node path if not already known; returns ``self`` (for ``raise``)."""
+        if self.store is None and store is not None:
+            self.store = store
+        if self.path is None and path is not None:
+            self.path = path
+        self.args = (str(self),)
+        return self
+
+    def __str__(self) -> str:
+        where = []
+        if self.store is not None:
+            where.append(f"store {self.store!r}")
+        if self.path is not None:
+            where.append(f"node {('/' + self.path) if self.path else '/'!r}")
+        return (", ".join(where) + ": " + self.problem) if where else self.problem
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_rebuild, (type(self), self.problem, self.store, self.path))
+
+
+def _rebuild(cls: type[ZarrDaskError], problem: str, store: str | None, path: str | None) -> ZarrDaskError:
+    return cls(problem, store=store, path=path)
+
+
+class MetadataError(ZarrDaskError, ValueError):
+    """A metadata document is not valid JSON, misses a required field or has a field of the wrong type."""
+
+
+class UnknownExtensionError(MetadataError):
+    """Metadata names an extension (data type, grid, key encoding, codec, field) we must understand but don't."""
+
+
+class UnknownCodecError(UnknownExtensionError):
+    """A codec id / name that is not known (or not allowed) here."""
+
+
+class UnsafeCodecError(ZarrDaskError, ValueError):
+    """A codec that can run code or build arbitrary objects on decode (pickle & co.) without an opt-in."""
+
+
+class DataTypeError(MetadataError, TypeError):
+    """A data type that is invalid or not supported."""
+
+
+class FillValueError(MetadataError):
+    """A fill value that cannot be represented in the array's data type."""
+
+
+class InvalidPathError(ZarrDaskError, ValueError):
+    """A node path or name that is not allowed (``..``, ``__x``, control characters, ...)."""
+
+
+class NodeNotFoundError(ZarrDaskError, FileNotFoundError):
+    """No array or group at that path."""
+
+
+class ArrayNotFoundError(NodeNotFoundError):
+    """No array at that path."""
+
+
+class GroupNotFoundError(NodeNotFoundError):
+    """No group at that path."""
+
+
+class NodeExistsError(ZarrDaskError, FileExistsError):
+    """A node already exists where a new one was to be created."""
+
+
+class ContainsArrayError(NodeExistsError):
+    """An array already exists at that path."""
+
+
+class ContainsGroupError(NodeExistsError):
+    """A group already exists at that path."""
+
+
+class ChunkDecodeError(ZarrDaskError, ValueError):
+    """Stored chunk bytes that cannot be decoded (truncated, wrong size, bad checksum, corrupt)."""
+
+
+class ChunkEncodeError(ZarrDaskError, ValueError):
+    """Data that cannot be encoded with the array's codecs."""
+
+
+class IndexingError(ZarrDaskError, IndexError):
+    """An index/selection that does not fit the array."""
+
+
+class ReadOnlyError(ZarrDaskError, PermissionError):
+    """A write was attempted on a store or array opened read-only."""
+
+
+class StoreError(ZarrDaskError, OSError):
+    """The storage backend failed (I/O error, permission, network)."""

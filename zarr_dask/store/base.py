@@ -1,0 +1,256 @@
+"""The :class:`Store` contract every storage backend implements (bytes only, no metadata, no arrays)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from zarr_dask.errors import InvalidPathError, ReadOnlyError, StoreError
+from zarr_dask.store._counters import RequestCounters
+from zarr_dask.store._keys import normalize_key, normalize_prefix
+
+__all__ = ["Buffer", "ByteRange", "Store", "freeze"]
+
+#: What ``set`` accepts; stores keep and return ``bytes``.
+Buffer: TypeAlias = bytes | bytearray | memoryview
+#: One ``get_ranges`` request: ``(key, start, end)`` with fsspec semantics.
+ByteRange: TypeAlias = tuple[str, int | None, int | None]
+
+
+class Store(ABC):
+    """A flat, byte-valued key/value store: the only thing the engine reads from and writes to.
+
+    Keys are ``/``-separated strings relative to the store root (see :func:`normalize_key`); values are
+    ``bytes``.  Missing keys are not errors for reads and deletes.  A store pickles by configuration
+    (never open sockets or filesystem objects), compares and hashes by configuration, and has a
+    deterministic ``__dask_tokenize__``, so it can travel inside dask graphs.
+
+    Attributes
+    ----------
+    url : str
+        Canonical URL, e.g. ``"file:///abs/path"``, ``"memory://name"``, ``"s3://bucket/prefix"``.
+    read_only : bool
+        If true every mutating method raises :class:`~zarr_dask.errors.ReadOnlyError`.
+    counters : RequestCounters
+        Requests made through this instance (not pickled).
+
+    Notes
+    -----
+    Backend failures surface as :class:`~zarr_dask.errors.StoreError` (an ``OSError``) naming the store
+    URL and the key, chained to the original exception; invalid keys as
+    :class:`~zarr_dask.errors.InvalidPathError`.
+    """
+
+    url: str
+    read_only: bool
+    counters: RequestCounters
+
+    def __init__(self, url: str, *, read_only: bool) -> None:
+        self.url = url
+        self.read_only = bool(read_only)
+        self.counters = RequestCounters()
+
+    # ----------------------------------------------------------------------------------------- reading
+    @abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """Return the value of ``key``, or ``None`` if there is none.
+
+        Parameters
+        ----------
+        key
+            A store key such as ``"a/zarr.json"``.
+
+        Returns
+        -------
+        bytes or None
+        """
+
+    @abstractmethod
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for every key of ``keys`` that exists (missing keys are left out).
+
+        On asynchronous filesystems (S3, GCS, HTTP...) this is one batched, concurrent request.
+
+        Parameters
+        ----------
+        keys
+            Store keys; duplicates are fetched once.
+        """
+
+    @abstractmethod
+    def get_ranges(self, requests: Sequence[ByteRange]) -> list[bytes | None]:
+        """Read byte ranges, one result per request, in order (``None`` where the key is missing).
+
+        Parameters
+        ----------
+        requests
+            ``(key, start, end)`` tuples with fsspec semantics: ``start=None`` is 0, a negative
+            ``start`` with ``end=None`` is the suffix of ``-start`` bytes, ``end=None`` is the end of
+            the value, negative bounds count from the end; ranges are clipped to the value like Python
+            slices.  On asynchronous filesystems this is one batched, concurrent request.
+
+        Returns
+        -------
+        list of bytes or None
+        """
+
+    @abstractmethod
+    def exists(self, key: str) -> bool:
+        """True if ``key`` holds a value (a "directory" prefix is not a key)."""
+
+    # ----------------------------------------------------------------------------------------- writing
+    @abstractmethod
+    def set(self, key: str, value: Buffer) -> None:
+        """Store ``value`` under ``key``, replacing any old value.
+
+        Parameters
+        ----------
+        key
+            A store key.
+        value
+            The bytes; bytes-like objects are copied.
+        """
+
+    @abstractmethod
+    def set_many(self, items: Mapping[str, Buffer]) -> None:
+        """Store several values at once (one concurrent batch on asynchronous filesystems).
+
+        Parameters
+        ----------
+        items
+            ``{key: value}``.
+        """
+
+    @abstractmethod
+    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
+        """Store ``value`` under ``key`` only if ``key`` holds no value yet.
+
+        Returns
+        -------
+        bool
+            True if this call wrote the value, False if the key already existed.
+        """
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is fine."""
+
+    @abstractmethod
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove every key of ``keys``; missing keys are fine."""
+
+    @abstractmethod
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every key under ``prefix`` (``""`` = everything under the store root).
+
+        Parameters
+        ----------
+        prefix
+            A path such as ``"group/array"`` (a trailing ``/`` is allowed); keys *under* it are removed,
+            i.e. ``"group/array/..."`` -- never a sibling such as ``"group/array2"``.
+        """
+
+    # ----------------------------------------------------------------------------------------- listing
+    @abstractmethod
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Return every key under ``prefix``, recursively, sorted, relative to the store root.
+
+        Parameters
+        ----------
+        prefix
+            ``""`` for the whole store, else a path; ``"a"`` lists ``"a/..."`` keys, not ``"a"`` itself
+            nor ``"ab/..."``.
+        """
+
+    @abstractmethod
+    def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        """Like :meth:`list_prefix`, with each key's size in bytes (one listing; ``{key: size}``)."""
+
+    @abstractmethod
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """List one level below ``prefix``.
+
+        Returns
+        -------
+        tuple of (list of str, list of str)
+            ``(keys, dirs)``: the sorted names (relative to ``prefix``, without ``/``) of the keys directly
+            under ``prefix`` and of the child "directories" (prefixes that hold keys).  A missing prefix
+            gives two empty lists.
+        """
+
+    # ------------------------------------------------------------------------------ configuration etc.
+    @abstractmethod
+    def with_read_only(self, read_only: bool = True) -> Store:
+        """Return a store on the same data with ``read_only`` set (fresh request counters)."""
+
+    @abstractmethod
+    def _config(self) -> tuple[Hashable, ...]:
+        """The hashable, deterministic configuration that equality, hashing and tokens are based on."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Store) and type(other) is type(self) and self._config() == other._config()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__qualname__, self._config()))
+
+    def __dask_tokenize__(self) -> tuple[Hashable, ...]:
+        """Deterministic token: class and configuration (not the contents, not the counters)."""
+        return (type(self).__module__, type(self).__qualname__, *self._config())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}, read_only={self.read_only})"
+
+    # ------------------------------------------------------------------------- helpers for subclasses
+    def _key(self, key: str) -> str:
+        """Validate ``key``, adding this store's URL to the error."""
+        try:
+            return normalize_key(key)
+        except InvalidPathError as err:
+            raise err.with_context(store=self.url) from None
+
+    def _prefix(self, prefix: str) -> str:
+        """Validate ``prefix`` (``""`` allowed), adding this store's URL to the error."""
+        try:
+            return normalize_prefix(prefix)
+        except InvalidPathError as err:
+            raise err.with_context(store=self.url) from None
+
+    def _check_writable(self, action: str, key: str) -> None:
+        """Raise ReadOnlyError if this store is read-only."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"the store is read-only, cannot {action} {key!r}; "
+                "open it with read_only=False (mode='a') to write",
+                store=self.url,
+            )
+
+    def _error(self, action: str, key: str, exc: BaseException) -> StoreError:
+        """A StoreError naming this store, the key and the failure (raise it ``from exc``)."""
+        return StoreError(
+            f"cannot {action} key {key!r}: {type(exc).__name__}: {exc}; check that the storage is "
+            "reachable and that the credentials / storage_options allow it",
+            store=self.url,
+        )
+
+
+def freeze(value: Any) -> Hashable:
+    """A hashable, deterministic stand-in for a (nested) configuration value.
+
+    Dicts become sorted tuples of pairs, lists/tuples/sets become tuples; other unhashable objects are
+    represented by their type and ``repr``.
+
+    Examples
+    --------
+    >>> freeze({"b": [1, 2], "a": {"x": None}})
+    (('a', (('x', None),)), ('b', (1, 2)))
+    """
+    if isinstance(value, Mapping):
+        return tuple(sorted(((str(k), freeze(v)) for k, v in value.items()), key=lambda kv: kv[0]))
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted((freeze(v) for v in value), key=repr))
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    return (type(value).__qualname__, repr(value))

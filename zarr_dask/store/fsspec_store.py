@@ -1,0 +1,487 @@
+"""A store over any fsspec filesystem (S3, GCS, Azure, HTTP, zip, reference, memory, chained URLs)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import fsspec
+from fsspec.spec import AbstractFileSystem
+
+from zarr_dask.errors import StoreError
+from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
+from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
+
+__all__ = ["FsspecStore"]
+
+#: Exceptions that mean "no value under this key".
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
+class FsspecStore(Store):
+    """A store on an fsspec filesystem, below a root path.
+
+    Batched calls are **one** fsspec call each (``cat``, ``cat_ranges``, ``pipe``, ``rm``), which
+    asynchronous filesystems (s3fs, gcsfs, adlfs, HTTP...) run concurrently.
+
+    Parameters
+    ----------
+    fs
+        The filesystem.
+    path
+        The store root on ``fs`` (protocol optional), e.g. ``"bucket/data.zarr"``; ``""`` = the
+        filesystem root.
+    read_only
+        Refuse every mutating call.
+
+    Notes
+    -----
+    * ``set_if_not_exists`` is best effort: an ``exists`` check, then a write with fsspec's
+      ``mode="create"`` (S3 turns that into a conditional ``If-None-Match: *`` put, which is atomic;
+      other filesystems may ignore it, so two concurrent creators can both "win").
+    * Listings invalidate fsspec's listing cache for the listed path first, so they see writes made by
+      other processes.  Names that are not valid keys are skipped.
+    * On filesystems without directories (object stores) "directories" are key prefixes; on
+      filesystems with directories (memory, local) ``delete`` may leave empty ones behind, which
+      ``list_dir`` then reports; ``delete_prefix`` removes them.
+    * Pickling: a store made with :meth:`from_url` pickles as ``(url, storage_options, read_only)``; one
+      made from a filesystem object pickles as the filesystem's class and constructor arguments
+      (fsspec's own configuration), never as a live filesystem or connection.
+
+    Examples
+    --------
+    >>> store = FsspecStore.from_url("memory://doc-example")
+    >>> store.set("a/b", b"xyz")
+    >>> store.get_many(["a/b", "missing"])
+    {'a/b': b'xyz'}
+    >>> store.delete_prefix("")
+    """
+
+    def __init__(self, fs: AbstractFileSystem, path: str = "", *, read_only: bool = False) -> None:
+        root = str(fs._strip_protocol(path)).rstrip("/") if path else ""
+        super().__init__(_unstrip(fs, root), read_only=read_only)
+        self.fs = fs
+        self.path = root
+        self._url_config: tuple[str, dict[str, Any]] | None = None
+        self._base = root + "/" if root else _fs_root(fs)
+        self._whole = _whole_value_kwargs(fs)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, storage_options: Mapping[str, Any] | None = None, read_only: bool = False
+    ) -> FsspecStore:
+        """Open a store from an fsspec URL.
+
+        Parameters
+        ----------
+        url
+            E.g. ``"s3://bucket/data.zarr"``, ``"memory://name"``, ``"zip::s3://b/x.zip"``,
+            ``"reference://"`` (with ``storage_options={"fo": ...}``), ``"simplecache::https://..."``.
+        storage_options
+            Passed to ``fsspec.url_to_fs`` (credentials, endpoint, ``anon``...).
+        read_only
+            Refuse every mutating call.
+
+        Returns
+        -------
+        FsspecStore
+
+        Raises
+        ------
+        StoreError
+            If fsspec cannot make a filesystem for the URL (unknown protocol, missing package...).
+        """
+        options = dict(storage_options or {})
+        try:
+            fs, path = fsspec.url_to_fs(url, **options)
+        except (ImportError, ValueError, TypeError, OSError) as exc:
+            raise StoreError(
+                f"cannot open {url!r} with fsspec: {type(exc).__name__}: {exc}; check the URL, install the "
+                "package for its protocol (s3fs, gcsfs, adlfs, aiohttp...) and check storage_options",
+                store=url,
+            ) from exc
+        store = cls(fs, path, read_only=read_only)
+        store.url = _canonical_url(url)
+        store._url_config = (url, options)
+        return store
+
+    # ---------------------------------------------------------------------------------------- reading
+    def get(self, key: str) -> bytes | None:
+        """Return the value of ``key`` or None (one ``cat_file``)."""
+        path = self._path(key)
+        self.counters.add(get=1)
+        try:
+            value = bytes(self.fs.cat_file(path, **self._whole))
+        except _MISSING:
+            return None
+        except Exception as exc:
+            raise self._error("read", key, exc) from exc
+        self.counters.add(bytes_read=len(value))
+        return value
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist, in one ``fs.cat`` (concurrent on async filesystems)."""
+        by_path = {self._path(key): key for key in keys}
+        if not by_path:
+            return {}
+        self.counters.add(get=len(by_path))
+        paths = list(by_path)
+        try:
+            if any(map(has_glob_magic, paths)):  # fs.cat would glob: ask for literal whole-file ranges
+                values = self.fs.cat_ranges(paths, None, None, on_error="return", **self._whole)
+                results = dict(zip(paths, values, strict=True))
+            else:
+                results = self.fs.cat(paths, on_error="return", **self._whole)
+        except Exception as exc:
+            raise self._error("read", by_path[paths[0]], exc) from exc
+        found = {}
+        for path, value in results.items():
+            key = by_path.get(self.fs._strip_protocol(path), by_path.get(path))
+            if key is None or isinstance(value, _MISSING):
+                continue
+            if isinstance(value, BaseException):
+                raise self._error("read", key, value) from value
+            found[key] = bytes(value)
+        self.counters.add(bytes_read=sum(map(len, found.values())))
+        return found
+
+    def get_ranges(self, requests: Sequence[ByteRange]) -> list[bytes | None]:
+        """Read byte ranges in one ``fs.cat_ranges`` call (concurrent on async filesystems).
+
+        Ranges whose bounds need the value's size (a negative ``end``, or a negative ``start`` with an
+        ``end``) cost one extra ``fs.size`` call each; empty ranges are sent as one-byte probes so that
+        missing keys still give None.
+        """
+        plans = [self._plan_range(key, start, end) for key, start, end in requests]
+        to_fetch = [plan for plan in plans if isinstance(plan, _RangePlan)]
+        self.counters.add(get_range=len(plans))
+        if to_fetch:
+            self._fetch_ranges(to_fetch)
+        out = [plan.result() if isinstance(plan, _RangePlan) else plan for plan in plans]
+        self.counters.add(bytes_read=sum(len(v) for v in out if v is not None))
+        return out
+
+    def exists(self, key: str) -> bool:
+        """True if ``key`` is a file (``fs.isfile``)."""
+        path = self._path(key)
+        self.counters.add(exists=1)
+        try:
+            self.fs.invalidate_cache(path)
+            return bool(self.fs.isfile(path))
+        except Exception as exc:
+            raise self._error("check", key, exc) from exc
+
+    def _plan_range(self, key: str, start: int | None, end: int | None) -> _RangePlan | bytes | None:
+        """Turn one request into a fetch plan, or into its answer when no fetch is needed."""
+        path = self._path(key)
+        check_range(key, start, end)
+        if (end is not None and end < 0) or (start is not None and start < 0 and end is not None):
+            try:
+                size = int(self.fs.size(path))
+            except _MISSING:
+                return None
+            except Exception as exc:
+                raise self._error("read", key, exc) from exc
+            start, length = resolve_range(start, end, size)
+            end = start + length
+        if end is not None and end <= (start or 0):  # empty: a 1-byte probe tells missing from empty
+            return _RangePlan(key, path, start or 0, (start or 0) + 1, empty=True)
+        return _RangePlan(key, path, start, end)
+
+    def _fetch_ranges(self, plans: list[_RangePlan]) -> None:
+        """One ``cat_ranges`` call for all plans; results are stored on the plans."""
+        paths = [plan.path for plan in plans]
+        try:
+            starts, ends = [p.start for p in plans], [p.end for p in plans]
+            results = self.fs.cat_ranges(paths, starts, ends, on_error="return", **self._whole)
+        except Exception as exc:
+            raise self._error("read", plans[0].key, exc) from exc
+        for plan, value in zip(plans, results, strict=True):
+            if isinstance(value, _MISSING):
+                plan.value = None
+            elif isinstance(value, BaseException):
+                plan.value = self._range_after_error(plan, value)
+            else:
+                plan.value = bytes(value)
+
+    def _range_after_error(self, plan: _RangePlan, error: BaseException) -> bytes | None:
+        """An out-of-bounds range is an error on HTTP object stores (416); here it is ``b""``."""
+        try:
+            size = int(self.fs.size(plan.path))
+        except _MISSING:
+            return None
+        except Exception:
+            raise self._error("read", plan.key, error) from error
+        if resolve_range(plan.start, plan.end, size)[1] == 0:
+            return b""
+        raise self._error("read", plan.key, error) from error
+
+    # ---------------------------------------------------------------------------------------- writing
+    def set(self, key: str, value: Buffer) -> None:
+        """Write ``value`` (one ``pipe_file``)."""
+        self._check_writable("set", key)
+        path = self._path(key)
+        data = bytes(value)
+        try:
+            self._with_parents([path], lambda: self.fs.pipe_file(path, data))
+        except Exception as exc:
+            raise self._error("write", key, exc) from exc
+        self.counters.add(set=1, bytes_written=len(data))
+
+    def set_many(self, items: Mapping[str, Buffer]) -> None:
+        """Write several values in one ``fs.pipe`` call (concurrent on async filesystems)."""
+        for key in items:
+            self._check_writable("set", key)
+        data = {self._path(key): bytes(value) for key, value in items.items()}
+        if not data:
+            return
+        try:
+            self._with_parents(list(data), lambda: self.fs.pipe(data))
+        except Exception as exc:
+            raise self._error("write", next(iter(items)), exc) from exc
+        self.counters.add(set=len(data), bytes_written=sum(map(len, data.values())))
+
+    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
+        """Best effort: ``exists`` check, then a ``mode="create"`` write (atomic on S3, see the class notes)."""
+        self._check_writable("set", key)
+        if self.exists(key):
+            return False
+        path = self._path(key)
+        data = bytes(value)
+        try:
+            self._with_parents([path], lambda: self.fs.pipe_file(path, data, mode="create"))
+        except FileExistsError:
+            return False
+        except Exception as exc:
+            raise self._error("write", key, exc) from exc
+        self.counters.add(set=1, bytes_written=len(data))
+        return True
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (missing is fine)."""
+        self.delete_many([key])
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove keys in one ``fs.rm`` call (S3: bulk deletes); missing keys are fine."""
+        for key in keys:
+            self._check_writable("delete", key)
+        paths = list(dict.fromkeys(self._path(key) for key in keys))
+        self.counters.add(delete=len(paths))
+        self._remove(paths, keys[0] if keys else "")
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every key under ``prefix`` (one listing and one batched delete; never the root itself)."""
+        self._check_writable("delete prefix", prefix)
+        prefix = self._prefix(prefix)
+        base = self._base + prefix + "/" if prefix else self._base
+        files, dirs = self._find(base, prefix, withdirs=True)
+        self.counters.add(list=1, delete=1)
+        self._remove([path for path, _ in files], prefix)
+        if not self.fs.async_impl:  # filesystems with real directories: remove the emptied ones
+            self._remove_dirs(dirs)
+
+    def _remove(self, paths: list[str], key: str) -> None:
+        """``fs.rm`` of literal paths, falling back to one ``rm_file`` each if some are missing."""
+        if not paths:
+            return
+        literal = [p for p in paths if not has_glob_magic(p)]
+        single = [p for p in paths if has_glob_magic(p)]
+        try:
+            if literal:
+                self.fs.rm(literal)
+        except _MISSING:
+            single = paths
+        except Exception as exc:
+            raise self._error("delete", key, exc) from exc
+        for path in single:
+            try:
+                self.fs.rm_file(path)
+            except _MISSING:
+                pass
+            except Exception as exc:
+                raise self._error("delete", key, exc) from exc
+
+    def _remove_dirs(self, dirs: list[str]) -> None:
+        """Remove emptied directories, deepest first (errors ignored: they are only empty shells)."""
+        for directory in sorted(dirs, key=len, reverse=True):
+            try:
+                self.fs.rmdir(directory)
+            except Exception:  # not empty (a concurrent write) or already gone
+                continue
+
+    def _with_parents(self, paths: list[str], write: Callable[[], object]) -> None:
+        """Run ``write``; on filesystems with real directories (local, sftp) create parents and retry once.
+
+        Not on asynchronous (object-store) filesystems, where ``makedirs`` could create a bucket.
+        """
+        try:
+            write()
+        except FileNotFoundError:
+            if self.fs.async_impl:
+                raise
+            for parent in {p.rsplit("/", 1)[0] for p in paths if "/" in p}:
+                self.fs.makedirs(parent, exist_ok=True)
+            write()
+
+    # ---------------------------------------------------------------------------------------- listing
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every key under ``prefix`` (one ``fs.find``), sorted."""
+        return list(self.list_prefix_sizes(prefix))
+
+    def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under ``prefix`` with its size (one ``fs.find(detail=True)``), sorted by key."""
+        prefix = self._prefix(prefix)
+        base = self._base + prefix + "/" if prefix else self._base
+        self.counters.add(list=1)
+        files, _ = self._find(base, prefix, withdirs=False)
+        sizes = {path[len(self._base) :]: int(info.get("size") or 0) for path, info in files}
+        return {key: sizes[key] for key in sorted(sizes) if is_valid_key(key)}
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """Names of the keys and child directories under ``prefix`` (one ``fs.ls``)."""
+        prefix = self._prefix(prefix)
+        base = self._base + prefix + "/" if prefix else self._base
+        self.counters.add(list=1)
+        keys: set[str] = set()
+        dirs: set[str] = set()
+        for entry in self._ls(base, prefix):
+            path = self._strip(entry["name"])
+            name = path[len(base) :].rstrip("/")
+            if path.startswith(base) and "/" not in name and is_valid_key(name):
+                (dirs if entry.get("type") == "directory" else keys).add(name)
+        return sorted(keys), sorted(dirs)
+
+    def _find(
+        self, base: str, prefix: str, *, withdirs: bool
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+        """``([(file path, info)], [directory path])`` strictly under ``base`` (which ends with '/')."""
+        top = base.rstrip("/") or base
+        try:
+            self.fs.invalidate_cache(top)
+            found = self.fs.find(top, withdirs=withdirs, detail=True)
+        except _MISSING:
+            return [], []
+        except Exception as exc:
+            raise self._error("list", prefix, exc) from exc
+        files: list[tuple[str, dict[str, Any]]] = []
+        dirs: list[str] = []
+        for name, info in found.items():
+            path = self._strip(name)
+            if not path.startswith(base) or len(path) == len(base):
+                continue
+            if info.get("type") == "directory":
+                dirs.append(path)
+            else:
+                files.append((path, info))
+        return files, dirs
+
+    def _ls(self, base: str, prefix: str) -> list[dict[str, Any]]:
+        """``fs.ls(detail=True)`` of a directory, ``[]`` if it does not exist."""
+        top = base.rstrip("/") or base
+        try:
+            self.fs.invalidate_cache(top)
+            return list(self.fs.ls(top, detail=True))
+        except _MISSING:
+            return []
+        except Exception as exc:
+            raise self._error("list", prefix, exc) from exc
+
+    # ------------------------------------------------------------------------------------------ paths
+    def _path(self, key: str) -> str:
+        """The filesystem path of a valid key."""
+        return self._base + self._key(key)
+
+    def _strip(self, name: str) -> str:
+        """A path returned by the filesystem, spelled as our paths (without protocol)."""
+        return name if name.startswith(self._base) else str(self.fs._strip_protocol(name))
+
+    # ---------------------------------------------------------------------------------- configuration
+    def with_read_only(self, read_only: bool = True) -> FsspecStore:
+        """The same filesystem and root with ``read_only`` set (the filesystem object is shared)."""
+        view = FsspecStore(self.fs, self.path, read_only=read_only)
+        view.url = self.url
+        view._url_config = self._url_config
+        return view
+
+    def _config(self) -> tuple[Hashable, ...]:
+        if self._url_config is not None:
+            url, options = self._url_config
+            return ("url", url, freeze(options), self.read_only)
+        return ("fs", type(self.fs).__qualname__, str(self.fs._fs_token), self.path, self.read_only)
+
+    def __reduce__(self) -> tuple[object, tuple[Any, ...]]:
+        if self._url_config is not None:
+            url, options = self._url_config
+            return (_rebuild_from_url, (url, options, self.read_only))
+        fs_config = (type(self.fs), tuple(self.fs.storage_args), dict(self.fs.storage_options))
+        return (_rebuild_from_fs, (fs_config, self.path, self.read_only))
+
+
+class _RangePlan:
+    """One range to fetch and, once fetched, its value."""
+
+    __slots__ = ("empty", "end", "key", "path", "start", "value")
+
+    def __init__(
+        self, key: str, path: str, start: int | None, end: int | None, *, empty: bool = False
+    ) -> None:
+        self.key, self.path, self.start, self.end, self.empty = key, path, start, end, empty
+        self.value: bytes | None = None
+
+    def result(self) -> bytes | None:
+        """The fetched bytes (``b""`` for an empty range of an existing key), None if missing."""
+        if self.value is None:
+            return None
+        return b"" if self.empty else self.value
+
+
+def _rebuild_from_url(url: str, options: dict[str, Any], read_only: bool) -> FsspecStore:
+    """Unpickle a store made by :meth:`FsspecStore.from_url`."""
+    return FsspecStore.from_url(url, storage_options=options, read_only=read_only)
+
+
+def _rebuild_from_fs(
+    fs_config: tuple[type[AbstractFileSystem], tuple[Any, ...], dict[str, Any]], path: str, read_only: bool
+) -> FsspecStore:
+    """Unpickle a store made from a filesystem object: rebuild the filesystem from its arguments."""
+    cls, args, kwargs = fs_config
+    return FsspecStore(cls(*args, **kwargs), path, read_only=read_only)
+
+
+def _unstrip(fs: AbstractFileSystem, root: str) -> str:
+    """A URL for ``root`` on ``fs`` (``protocol://root``)."""
+    try:
+        return str(fs.unstrip_protocol(root)).rstrip("/") if root else _protocol(fs) + "://"
+    except Exception:
+        return f"{_protocol(fs)}://{root}"
+
+
+def _whole_value_kwargs(fs: AbstractFileSystem) -> dict[str, Any]:
+    """Extra ``cat`` arguments so that reading a whole value is one request.
+
+    s3fs (``max_concurrency > 1``, its default) sends a HEAD before every whole-object GET to decide
+    whether to split the download; chunk reads want one GET each (concurrency comes from batching).
+    """
+    reader = getattr(fs, "_cat_file", None) if fs.async_impl else None
+    try:
+        parameters = inspect.signature(reader).parameters if reader is not None else {}
+    except (TypeError, ValueError):
+        return {}
+    return {"max_concurrency": 1} if "max_concurrency" in parameters else {}
+
+
+def _protocol(fs: AbstractFileSystem) -> str:
+    protocol = fs.protocol
+    return str(protocol if isinstance(protocol, str) else protocol[0])
+
+
+def _fs_root(fs: AbstractFileSystem) -> str:
+    """The prefix of paths at the filesystem root: ``"/"`` where paths are absolute (memory, local)."""
+    return "/" if str(fs._strip_protocol("x")).startswith("/") else ""
+
+
+def _canonical_url(url: str) -> str:
+    """``url`` without trailing ``/`` (but ``"memory://"`` stays as is)."""
+    stripped = url.rstrip("/")
+    return url if stripped.endswith(":") else stripped

@@ -1,0 +1,595 @@
+"""The local-filesystem store: plain ``os`` calls, atomic writes, no fsspec."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import TypeAlias
+
+from zarr_dask.errors import InvalidPathError
+from zarr_dask.store._keys import check_range, is_valid_key, resolve_range
+from zarr_dask.store.base import Buffer, ByteRange, Store
+
+__all__ = ["TEMP_SUFFIX", "LocalStore"]
+
+#: Temporary files are named ``.<name>.<random>.zd-tmp`` next to their target; listings skip them.
+TEMP_SUFFIX = ".zd-tmp"
+
+_WINDOWS = os.name == "nt"
+_O_BINARY: int = getattr(os, "O_BINARY", 0)
+_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+# O_NONBLOCK: opening a FIFO planted in the store must not hang (regular files ignore the flag).
+_READ_FLAGS = os.O_RDONLY | _O_BINARY | _O_CLOEXEC | _O_NOFOLLOW | _O_NONBLOCK
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC
+_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+_NO_HARDLINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+_MAX_SAFE_DIRS = 100_000
+_CREATE_ATTEMPTS = 5
+_Opener: TypeAlias = Callable[[str], "tuple[int, int] | None"]
+
+
+class LocalStore(Store):
+    """A store in a directory of the local filesystem.
+
+    Keys map to files below ``root`` (``"a/c/0/1"`` -> ``root/a/c/0/1``).  Reads are plain ``os.open``
+    / ``os.read`` calls; writes go to a temporary file in the target directory which then replaces the
+    target (``os.replace``), so readers never see a torn value, even if the writer crashes.
+
+    Parameters
+    ----------
+    root
+        The directory (created on the first write).
+    read_only
+        Refuse every mutating call.
+    fsync
+        Also ``fsync`` each file and its directory before returning, so values survive a power loss
+        (slower).  Without it, writes are atomic but durability is left to the operating system.
+
+    Notes
+    -----
+    Security: every key is validated (:func:`normalize_key`), and the directory a key lives in is
+    resolved (``os.path.realpath``, results cached per directory) and must lie under the resolved root;
+    a key that is itself a symbolic link is followed only if its target lies under the root.  Listings
+    do not report symbolic links, nor names that are not valid keys, nor temporary files.  ``delete``
+    removes directories it leaves empty, so ``list_dir`` reports only directories that hold keys
+    (unless another program created empty ones).
+    Directory results are cached per instance: replacing a store directory by a symbolic link while a
+    store is open is not detected.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> store = LocalStore(tempfile.mkdtemp())
+    >>> store.set("a/b", b"xyz")
+    >>> store.get_ranges([("a/b", -2, None)])
+    [b'yz']
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool = False) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        super().__init__(_path_to_url(self.root), read_only=read_only)
+        self.fsync = bool(fsync)
+        self._base = self.root if self.root.endswith(os.sep) else self.root + os.sep
+        real_root = os.path.realpath(self.root)
+        self._real_base = real_root if real_root.endswith(os.sep) else real_root + os.sep
+        self._safe_dirs: set[str] = set()
+
+    # ---------------------------------------------------------------------------------------- reading
+    def get(self, key: str) -> bytes | None:
+        """Return the value of ``key`` or None."""
+        value = self._read(key)
+        self.counters.add(get=1, bytes_read=len(value or b""))
+        return value
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist (a loop: local reads are fast)."""
+        found: dict[str, bytes] = {}
+        wanted = dict.fromkeys(keys)
+        for key in wanted:
+            value = self._read(key)
+            if value is not None:
+                found[key] = value
+        self.counters.add(get=len(wanted), bytes_read=sum(map(len, found.values())))
+        return found
+
+    def get_ranges(self, requests: Sequence[ByteRange]) -> list[bytes | None]:
+        """Read byte ranges; each file is opened once however many ranges it serves."""
+        out: list[bytes | None] = []
+        with self._open_files() as open_file:
+            for key, start, end in requests:
+                check_range(key, start, end)
+                opened = open_file(key)
+                out.append(None if opened is None else _read_range(opened[0], opened[1], start, end))
+        self.counters.add(get_range=len(out), bytes_read=sum(len(v) for v in out if v is not None))
+        return out
+
+    def exists(self, key: str) -> bool:
+        """True if ``key`` is a regular file (a symbolic link counts if it resolves inside the root)."""
+        path = self._existing_path(key)
+        self.counters.add(exists=1)
+        if path is None:
+            return False
+        try:
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                info = os.stat(self._check_real(path, key))
+        except _MISSING:
+            return False
+        except OSError as exc:
+            raise self._error("check", key, exc) from exc
+        return stat.S_ISREG(info.st_mode)
+
+    def _read(self, key: str) -> bytes | None:
+        """Read a whole file, None if missing."""
+        path = self._existing_path(key)
+        fd = None if path is None else self._open(path, key)
+        if fd is None:
+            return None
+        try:
+            size = _regular_size(fd)
+            return None if size is None else _read_exactly(fd, 0, size)
+        except _MISSING:
+            return None
+        except OSError as exc:
+            raise self._error("read", key, exc) from exc
+        finally:
+            os.close(fd)
+
+    def _open(self, path: str, key: str) -> int | None:
+        """Open ``path`` for reading after the containment checks; None if missing."""
+        try:
+            if not _O_NOFOLLOW:  # no O_NOFOLLOW (Windows): resolve every path
+                path = self._check_real(path, key)
+            return os.open(path, _READ_FLAGS)
+        except _MISSING:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise self._error("open", key, exc) from exc
+        try:  # the key itself is a symbolic link: follow it only if it stays inside the root
+            return os.open(self._check_real(path, key), _READ_FLAGS & ~_O_NOFOLLOW)
+        except _MISSING:
+            return None
+        except OSError as exc:
+            raise self._error("open", key, exc) from exc
+
+    @contextmanager
+    def _open_files(self) -> Iterator[_Opener]:
+        """Yield ``open_file(key) -> (fd, size) | None`` caching descriptors; close them all on exit."""
+        cache: dict[str, tuple[int, int] | None] = {}
+
+        def open_file(key: str) -> tuple[int, int] | None:
+            if key not in cache:
+                cache[key] = self._open_sized(key)
+            return cache[key]
+
+        try:
+            yield open_file
+        finally:
+            for opened in cache.values():
+                if opened is not None:
+                    os.close(opened[0])
+
+    def _open_sized(self, key: str) -> tuple[int, int] | None:
+        """Open a key for ranged reads: ``(fd, size)`` or None if it is missing."""
+        path = self._existing_path(key)
+        fd = None if path is None else self._open(path, key)
+        if fd is None:
+            return None
+        try:
+            size = _regular_size(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise self._error("read", key, exc) from exc
+        if size is None:
+            os.close(fd)
+            return None
+        return fd, size
+
+    # ---------------------------------------------------------------------------------------- writing
+    def set(self, key: str, value: Buffer) -> None:
+        """Write ``value`` atomically (temporary file + ``os.replace``)."""
+        self._check_writable("set", key)
+        self._write(key, self._path(key), value, exclusive=False)
+
+    def set_many(self, items: Mapping[str, Buffer]) -> None:
+        """Write several values, one atomic write each."""
+        for key in items:
+            self._check_writable("set", key)
+        for key in items:  # validate every key before writing any
+            self._local_key(key)
+        for key, value in items.items():
+            self._write(key, self._path(key), value, exclusive=False)
+
+    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
+        """Atomically create ``key``: the complete temporary file is hard-linked into place.
+
+        On filesystems without hard links this falls back to ``O_CREAT | O_EXCL`` (still exclusive, but a
+        concurrent reader may see a partly written value).
+        """
+        self._check_writable("set", key)
+        return self._write(key, self._path(key), value, exclusive=True)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (missing is fine) and the directories that become empty."""
+        self.delete_many([key])
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove every key of ``keys`` and the directories that become empty."""
+        for key in keys:
+            self._check_writable("delete", key)
+        unique = list(dict.fromkeys(keys))
+        for key in unique:  # validate every key before deleting any
+            self._local_key(key)
+        directories = set()
+        for key in unique:
+            path = self._existing_path(key)
+            if path is not None:
+                self._unlink(path, key)
+                directories.add(os.path.dirname(path))
+        for directory in sorted(directories, key=len, reverse=True):
+            self._prune(directory)
+        self.counters.add(delete=len(unique))
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every file below ``prefix`` (``""``: everything below the root, keeping the root)."""
+        self._check_writable("delete prefix", prefix)
+        prefix = self._prefix(prefix)
+        try:
+            if prefix:
+                path = self._base + prefix
+                self._check_real(path, prefix)
+                _remove_tree(path)
+                self._prune(os.path.dirname(path))
+            else:
+                _empty_directory(self.root)
+        except InvalidPathError:
+            raise
+        except OSError as exc:
+            raise self._error("delete prefix", prefix, exc) from exc
+        finally:
+            self._safe_dirs.clear()
+        self.counters.add(delete=1)
+
+    def _write(self, key: str, path: str, value: Buffer, *, exclusive: bool) -> bool:
+        """Write through a temporary file; with ``exclusive`` only if ``key`` does not exist."""
+        directory, name = os.path.split(path)
+        written = False
+        try:
+            temp = self._write_temp(directory, name, value)
+            try:
+                written = self._link(temp, path) if exclusive else _replace(temp, path)
+            finally:
+                if exclusive or not written:
+                    _unlink_quietly(temp)
+            if written and self.fsync:
+                _fsync_directory(directory)
+        except OSError as exc:
+            raise self._error("write", key, exc) from exc
+        if written:
+            self.counters.add(set=1, bytes_written=memoryview(value).nbytes)
+        return written
+
+    def _write_temp(self, directory: str, name: str, value: Buffer) -> str:
+        """Create ``directory`` if needed and write ``value`` into a fresh temporary file there."""
+        for _ in range(_CREATE_ATTEMPTS):  # retry: a concurrent delete may prune the directory
+            temp = os.path.join(directory, f".{name[:40]}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
+            try:
+                fd = os.open(temp, _TEMP_FLAGS, 0o666)
+                break
+            except FileNotFoundError:
+                with suppress(FileNotFoundError):  # a concurrent prune removed a parent: retry
+                    os.makedirs(directory, exist_ok=True)
+        else:
+            raise FileNotFoundError(errno.ENOENT, "directory keeps disappearing", directory)
+        try:
+            _write_all(fd, value)
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(temp)
+            raise
+        os.close(fd)
+        return temp
+
+    def _link(self, temp: str, path: str) -> bool:
+        """Hard-link the complete ``temp`` to ``path``; False if ``path`` exists."""
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_HARDLINKS:
+                raise
+            return _create_exclusive(path, temp)
+        return True
+
+    def _unlink(self, path: str, key: str) -> None:
+        """Remove one file; missing (or a directory) is fine."""
+        try:
+            os.unlink(path)
+        except _MISSING:
+            pass
+        except PermissionError as exc:  # macOS / Windows refuse to unlink a directory with EPERM
+            if not os.path.isdir(path):
+                raise self._error("delete", key, exc) from exc
+        except OSError as exc:
+            raise self._error("delete", key, exc) from exc
+
+    def _prune(self, directory: str) -> None:
+        """Remove ``directory`` and its parents while they are empty, stopping at the root."""
+        while directory.startswith(self._base):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return
+            self._safe_dirs.discard(directory)
+            directory = os.path.dirname(directory)
+
+    # ---------------------------------------------------------------------------------------- listing
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every key below ``prefix`` (recursive ``os.scandir`` walk), sorted."""
+        keys = [key for key, _ in self._walk(prefix)]
+        keys.sort()
+        return keys
+
+    def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        """Every key below ``prefix`` with its size, sorted by key."""
+        sizes = {key: entry.stat(follow_symlinks=False).st_size for key, entry in self._walk(prefix)}
+        return {key: sizes[key] for key in sorted(sizes)}
+
+    def _walk(self, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """``(key, entry)`` for every file below ``prefix`` (counts one "list")."""
+        prefix = self._prefix(prefix)
+        directory = self._listed_directory(prefix)
+        self.counters.add(list=1)
+        stack = [(directory, prefix + "/" if prefix else "")]
+        while stack:
+            path, key_prefix = stack.pop()
+            for entry, is_dir in self._scan(path, prefix):
+                if is_dir:
+                    stack.append((entry.path, key_prefix + entry.name + "/"))
+                else:
+                    yield key_prefix + entry.name, entry
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """Names of the files and directories directly below ``prefix``."""
+        prefix = self._prefix(prefix)
+        directory = self._listed_directory(prefix)
+        self.counters.add(list=1)
+        keys: list[str] = []
+        dirs: list[str] = []
+        for entry, is_dir in self._scan(directory, prefix):
+            (dirs if is_dir else keys).append(entry.name)
+        return sorted(keys), sorted(dirs)
+
+    def _listed_directory(self, prefix: str) -> str:
+        """The directory of ``prefix`` after checking that it resolves inside the root."""
+        if not prefix:
+            return self.root
+        directory = self._base + prefix
+        self._check_real(directory, prefix)
+        return directory
+
+    def _scan(self, directory: str, prefix: str) -> list[tuple[os.DirEntry[str], bool]]:
+        """``(entry, is_dir)`` for the files and directories of ``directory`` that are store entries."""
+        try:
+            with os.scandir(directory) as entries:
+                return [
+                    (entry, is_dir)
+                    for entry in entries
+                    if _listable(entry.name) and (is_dir := _entry_kind(entry)) is not None
+                ]
+        except _MISSING:
+            return []
+        except OSError as exc:
+            raise self._error("list", prefix, exc) from exc
+
+    # ------------------------------------------------------------------------------------------ paths
+    def _local_key(self, key: str) -> str:
+        """Validate ``key`` for this store (the general rules, plus temporary-file names and Windows)."""
+        key = self._key(key)
+        if TEMP_SUFFIX in key or (_WINDOWS and ":" in key):
+            _check_local_key(key, self.url)
+        return key
+
+    def _path(self, key: str) -> str:
+        """The filesystem path of a valid key, after checking its directory resolves inside the root."""
+        path = self._base + self._local_key(key)
+        directory = os.path.dirname(path)
+        if directory not in self._safe_dirs:
+            self._check_directory(directory, key)
+        return path
+
+    def _existing_path(self, key: str) -> str | None:
+        """Like :meth:`_path` for reads, but None (cheaply) when the key's directory does not exist."""
+        path = self._base + self._local_key(key)
+        directory = os.path.dirname(path)
+        if directory not in self._safe_dirs:
+            try:
+                os.stat(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                return None  # nothing can be read there, so nothing can leak
+            except OSError:
+                pass  # the checks or the open below report it
+            self._check_directory(directory, key)
+        return path
+
+    def _check_directory(self, directory: str, key: str) -> None:
+        """Check that ``directory`` resolves inside the root; remember it if it exists."""
+        self._check_real(directory, key)
+        if os.path.isdir(directory):
+            if len(self._safe_dirs) >= _MAX_SAFE_DIRS:
+                self._safe_dirs.clear()
+            self._safe_dirs.add(directory)
+
+    def _check_real(self, path: str, key: str) -> str:
+        """Resolve ``path`` (symbolic links) and refuse it unless it lies inside the root."""
+        real = os.path.realpath(path)
+        if real + os.sep != self._real_base and not real.startswith(self._real_base):
+            raise InvalidPathError(
+                f"key {key!r} resolves to {real!r}, outside the store root {self._real_base!r} "
+                "(a symbolic link points out of the store); remove the link or open its target as a store",
+                store=self.url,
+            )
+        return real
+
+    # ---------------------------------------------------------------------------------- configuration
+    def with_read_only(self, read_only: bool = True) -> LocalStore:
+        """The same directory with ``read_only`` set."""
+        return LocalStore(self.root, read_only=read_only, fsync=self.fsync)
+
+    def _config(self) -> tuple[Hashable, ...]:
+        return (self.root, self.read_only, self.fsync)
+
+    def __reduce__(self) -> tuple[object, tuple[str, bool, bool]]:
+        return (_rebuild_local_store, (self.root, self.read_only, self.fsync))
+
+
+def _rebuild_local_store(root: str, read_only: bool, fsync: bool) -> LocalStore:
+    """Unpickle a LocalStore (fresh counters and caches)."""
+    return LocalStore(root, read_only=read_only, fsync=fsync)
+
+
+def _path_to_url(path: str) -> str:
+    """``file://`` URL of an absolute path, spelled like fsspec (no percent-encoding)."""
+    if _WINDOWS:
+        return "file:///" + path.replace("\\", "/")
+    return "file://" + path
+
+
+def _check_local_key(key: str, url: str) -> None:
+    """Refuse keys a LocalStore cannot hold: temporary-file names and (Windows) ``:``."""
+    for segment in key.split("/"):
+        if segment.startswith(".") and segment.endswith(TEMP_SUFFIX):
+            raise InvalidPathError(
+                f"invalid key {key!r}: names like '.x{TEMP_SUFFIX}' are reserved for temporary files; rename it",
+                store=url,
+            )
+    if _WINDOWS and ":" in key:
+        raise InvalidPathError(f"invalid key {key!r}: ':' is not allowed in Windows file names", store=url)
+
+
+def _listable(name: str) -> bool:
+    """False for temporary files and names that are not valid keys."""
+    return not (name.startswith(".") and name.endswith(TEMP_SUFFIX)) and is_valid_key(name)
+
+
+def _entry_kind(entry: os.DirEntry[str]) -> bool | None:
+    """True for a directory, False for a regular file, None for anything else (symlinks included)."""
+    if entry.is_dir(follow_symlinks=False):
+        return True
+    if entry.is_file(follow_symlinks=False):
+        return False
+    return None
+
+
+def _regular_size(fd: int) -> int | None:
+    """Size of an open regular file, None for directories, FIFOs, devices..."""
+    info = os.fstat(fd)
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _read_exactly(fd: int, offset: int, length: int) -> bytes:
+    """Read ``length`` bytes at ``offset`` (fewer if the file is shorter)."""
+    parts: list[bytes] = []
+    while length > 0:
+        part = _pread(fd, length, offset)
+        if not part:
+            break
+        parts.append(part)
+        offset += len(part)
+        length -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    """``os.pread``, or seek + read where there is none."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, length, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, length)
+
+
+def _read_range(fd: int, size: int, start: int | None, end: int | None) -> bytes:
+    """Read an fsspec-style range of an open file of ``size`` bytes."""
+    offset, length = resolve_range(start, end, size)
+    return _read_exactly(fd, offset, length) if length else b""
+
+
+def _write_all(fd: int, value: Buffer) -> None:
+    """Write a whole buffer, looping over short writes."""
+    view = memoryview(value).cast("B")
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _replace(temp: str, path: str) -> bool:
+    """Atomically move ``temp`` over ``path``."""
+    os.replace(temp, path)
+    return True
+
+
+def _create_exclusive(path: str, temp: str) -> bool:
+    """Fallback of :meth:`LocalStore._link` without hard links: ``O_EXCL`` create, then copy."""
+    try:
+        fd = os.open(path, _TEMP_FLAGS, 0o666)
+    except FileExistsError:
+        return False
+    try:
+        with open(temp, "rb") as source:
+            _write_all(fd, source.read())
+    finally:
+        os.close(fd)
+    return True
+
+
+def _unlink_quietly(path: str) -> None:
+    with suppress(OSError):
+        os.unlink(path)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename durable (no-op where directories cannot be opened)."""
+    if _WINDOWS:
+        return
+    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the directory tree at ``path`` (a link to a directory: the link); missing is fine."""
+    if os.path.islink(path):
+        if os.path.isdir(path):
+            os.unlink(path)
+        return
+    if not os.path.isdir(path):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        shutil.rmtree(path)  # again, to raise the real error
+
+
+def _empty_directory(root: str) -> None:
+    """Remove everything inside ``root`` but ``root`` itself."""
+    try:
+        entries = list(os.scandir(root))
+    except _MISSING:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            _remove_tree(entry.path)
+        else:
+            os.unlink(entry.path)
