@@ -28,6 +28,7 @@ from zarr_dask.store import Store
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
+_SCRATCH = threading.local()
 
 
 def io_threads() -> int:
@@ -46,8 +47,19 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def run_batches(func: Callable[[Sequence[Any]], None], items: Sequence[Any], *, threads: int | None = None) -> None:
-    """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile."""
+def run_batches(
+    func: Callable[[Sequence[Any]], None],
+    items: Sequence[Any],
+    *,
+    threads: int | None = None,
+    batched_io: bool = True,
+) -> None:
+    """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile.
+
+    With ``batched_io`` (remote stores) items are grouped into a few large batches, so each store call fans
+    out many keys at once; without it (local files, memory) every item is its own task, which keeps each
+    chunk's bytes hot in cache between reading and decoding.
+    """
     n = len(items)
     threads = io_threads() if threads is None else threads
     if n == 0:
@@ -55,8 +67,7 @@ def run_batches(func: Callable[[Sequence[Any]], None], items: Sequence[Any], *, 
     if threads <= 1 or n == 1 or threading.current_thread().name.startswith("zarr_dask_io"):
         func(items)
         return
-    nbatches = min(n, threads * 4)
-    size = -(-n // nbatches)
+    size = -(-n // min(n, threads * 4)) if batched_io else 1
     futures = [_pool().submit(func, items[i : i + size]) for i in range(0, n, size)]
     errors = []
     for f in futures:
@@ -181,6 +192,39 @@ class ChunkIO:
             ) from e
 
     # ------------------------------------------------------------------ reads
+    def _scratch(self, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        """A reusable per-thread buffer for one chunk (no fresh allocation, so no page faults, per chunk)."""
+        bufs: dict[tuple[Any, ...], np.ndarray[Any, Any]] = _SCRATCH.__dict__.setdefault("bufs", {})
+        k = (shape, self.dtype.str)
+        buf = bufs.get(k)
+        if buf is None:
+            if len(bufs) > 8:
+                bufs.clear()
+            buf = bufs[k] = np.empty(shape, dtype=self.dtype)
+        return buf
+
+    def decode_chunk_into(self, key: str, data: bytes, p: ChunkProjection, out: np.ndarray[Any, Any]) -> None:
+        """Decode one chunk into its place in ``out``: straight into it when the chunk is wholly selected and
+        its place is contiguous, else through a reused scratch buffer."""
+        spec = self.chunk_spec(p.coords)
+        if self.dtype.kind == "O":
+            out[p.out_sel] = self.decode_chunk(key, data, p.coords)[p.chunk_sel]
+            return
+        try:
+            target = out[(*p.out_sel, Ellipsis)]  # always a view, also for 0-d arrays
+            if target.shape == spec.shape and target.flags.c_contiguous:
+                self.pipeline.decode_into(data, spec, target)
+                return
+            scratch = self._scratch(spec.shape)
+            self.pipeline.decode_into(data, spec, scratch)
+        except ZarrDaskError as e:
+            raise ChunkDecodeError(f"chunk {key!r}: {e.problem}", store=self.store.url, path=self.path) from e
+        except Exception as e:
+            raise ChunkDecodeError(
+                f"chunk {key!r} cannot be decoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
+            ) from e
+        out[p.out_sel] = scratch[p.chunk_sel]
+
     def read_into(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Fetch the chunks of ``projections`` in one store call and decode each into ``out``."""
         keys = [self.chunk_key(p.coords) for p in projections]
@@ -189,9 +233,8 @@ class ChunkIO:
             data = got.get(key)
             if data is None:
                 out[p.out_sel] = self.fill
-                continue
-            chunk = self.decode_chunk(key, data, p.coords)
-            out[p.out_sel] = chunk[p.chunk_sel]
+            else:
+                self.decode_chunk_into(key, data, p, out)
 
     def read(self, dims: Sequence[DimSelection], *, threads: int | None = None) -> np.ndarray[Any, Any]:
         """Read a normalised selection (full rank, increasing order along each axis)."""
@@ -200,7 +243,9 @@ class ChunkIO:
         if out.size == 0:
             return out
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
-        run_batches(lambda batch: self.read_into(out, batch), projections, threads=threads)
+        run_batches(
+            lambda batch: self.read_into(out, batch), projections, threads=threads, batched_io=self.store.batched_io
+        )
         return out
 
     # ------------------------------------------------------------------ writes
@@ -245,4 +290,6 @@ class ChunkIO:
         if any(d.count == 0 for d in dims):
             return
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
-        run_batches(lambda batch: self.write_from(value, batch), projections, threads=threads)
+        run_batches(
+            lambda batch: self.write_from(value, batch), projections, threads=threads, batched_io=self.store.batched_io
+        )

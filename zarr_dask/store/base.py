@@ -45,6 +45,9 @@ class Store(ABC):
     url: str
     read_only: bool
     counters: RequestCounters
+    #: True when one batched call for many keys beats many calls (remote stores fan a batch out
+    #: concurrently); False for stores where a call costs no round trip (local files, memory).
+    batched_io: bool = True
 
     def __init__(self, url: str, *, read_only: bool) -> None:
         self.url = url

@@ -72,6 +72,8 @@ class LocalStore(Store):
     [b'yz']
     """
 
+    batched_io = False
+
     def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool = False) -> None:
         self.root = os.path.abspath(os.fspath(root))
         super().__init__(_path_to_url(self.root), read_only=read_only)

@@ -38,6 +38,8 @@ class MemoryStore(Store):
     (b'{}', ([], ['a']))
     """
 
+    batched_io = False
+
     def __init__(
         self, name: str | None = None, *, read_only: bool = False, data: Mapping[str, Buffer] | None = None
     ) -> None:
