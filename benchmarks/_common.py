@@ -44,6 +44,21 @@ def timeit(func: Callable[[], Any], repeat: int = REPEAT, setup: Callable[[], An
     return times
 
 
+def race(contenders: dict[str, Callable[[], Any]], repeat: int = REPEAT) -> dict[str, list[float]]:
+    """Time several contenders round-robin (one warm-up each, then ``repeat`` rounds), so that machine noise
+    and cache state hit all of them alike rather than whoever happens to run first."""
+    for func in contenders.values():
+        func()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, func in contenders.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            func()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
 class Table:
     """Rows of (workload, contender, times, extra) printed with medians and ratios to a reference."""
 

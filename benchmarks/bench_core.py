@@ -4,7 +4,8 @@ Workload (issue: foundation): a ~1 GiB float32 array (ZD_BENCH_GIB to scale), zs
 on local files. Full read and full write. The floor is a bare loop that reads each chunk file and decodes it
 with numcodecs into a preallocated array (for writes: encodes each chunk and writes its file) — with one
 thread, and with as many threads as cores. Everything runs in this one process on the same data; medians of
-ZD_BENCH_REPEAT runs (default 5) after a warm-up run.
+ZD_BENCH_REPEAT rounds (default 5) after a warm-up run, contenders
+interleaved round-robin so noise hits them alike.
 
 Targets: ours <= 0.5x zarr-python's time and <= 1.2x the floor, for reads and writes.
 
@@ -22,7 +23,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, scratch, timeit  # noqa: E402
+from _common import Table, race, scratch  # noqa: E402
 
 import zarr_dask  # noqa: E402
 
@@ -109,10 +110,14 @@ def main() -> None:
     zp = zarr.open_array(str(url), mode="r")
     np.testing.assert_array_equal(zp[:], data)
     np.testing.assert_array_equal(floor_read(files, shape, chunk, 1), data)
-    table.add("read", "zarr_dask", timeit(lambda: ours[:]))
-    table.add("read", "zarr-python", timeit(lambda: zp[:]))
-    table.add("read", "floor (1 thread)", timeit(lambda: floor_read(files, shape, chunk, 1)))
-    table.add("read", f"floor ({THREADS} threads)", timeit(lambda: floor_read(files, shape, chunk, THREADS)))
+    reads = race({
+        "zarr_dask": lambda: ours[:],
+        "zarr-python": lambda: zp[:],
+        "floor (1 thread)": lambda: floor_read(files, shape, chunk, 1),
+        f"floor ({THREADS} threads)": lambda: floor_read(files, shape, chunk, THREADS),
+    })
+    for name, times in reads.items():
+        table.add("read", name, times)
 
     # ---- writes (each into its own fresh directory)
     w_ours = zarr_dask.create_array(str(root / "w_ours.zarr"), shape=shape, dtype="f4", chunks=(chunk, chunk),
@@ -127,10 +132,14 @@ def main() -> None:
         w_zp[:] = data
 
     ffiles = chunk_files(root / "w_floor", shape, chunk)
-    table.add("write", "zarr_dask", timeit(write_ours))
-    table.add("write", "zarr-python", timeit(write_zp))
-    table.add("write", "floor (1 thread)", timeit(lambda: floor_write(ffiles, data, 1)))
-    table.add("write", f"floor ({THREADS} threads)", timeit(lambda: floor_write(ffiles, data, THREADS)))
+    writes = race({
+        "zarr_dask": write_ours,
+        "zarr-python": write_zp,
+        "floor (1 thread)": lambda: floor_write(ffiles, data, 1),
+        f"floor ({THREADS} threads)": lambda: floor_write(ffiles, data, THREADS),
+    })
+    for name, times in writes.items():
+        table.add("write", name, times)
     np.testing.assert_array_equal(zarr_dask.open_array(str(root / "w_ours.zarr"))[:], data)
 
     print("\nratios (median time / median time; lower is better for zarr_dask):")

@@ -199,3 +199,15 @@ def test_writes_match_numpy(case, zarr_format):
         a[key] = v
         ref[key] = v
     np.testing.assert_array_equal(a[...], ref)
+
+
+@pytest.mark.parametrize(
+    "dtype, fill",
+    [("f4", np.nan), ("c8", complex(np.nan, 0)), ("M8[s]", np.datetime64("NaT", "s")), ("i2", 3), ("U2", "ab"), (str, "x")],
+)
+def test_fill_chunks_not_stored(dtype, fill):
+    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(4,), dtype=dtype, chunks=(2,), fill_value=fill)
+    a[:] = fill
+    assert a.nchunks_initialized == 0
+    a[1] = a[1] if dtype != "i2" else 4
+    assert a.nchunks_initialized == (1 if dtype == "i2" else 0)

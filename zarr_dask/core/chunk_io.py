@@ -80,23 +80,22 @@ def run_batches(
 
 
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
-    """True when every element of ``chunk`` equals the fill value (NaN equals NaN)."""
+    """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
+
+    Real data almost always differs at the first element, so that is checked before anything that would
+    scan (or copy) the whole chunk.
+    """
     if chunk.size == 0:
         return True
-    kind = chunk.dtype.kind
-    if kind in "fc":
-        fv = fill[()]
-        if np.isnan(fv):
-            return bool(np.isnan(chunk).all())
-        flat = chunk.reshape(-1) if chunk.flags.c_contiguous else chunk.ravel(order="K")
-        if flat[0] != fv:
-            return False
-        return bool((flat == fv).all())
-    if kind == "O":
-        fv = fill[()]
+    if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
+        chunk, fill = chunk.view("i8"), fill.view("i8")
+    fv = fill[()]
+    first = chunk[(0,) * chunk.ndim]
+    if chunk.dtype.kind in "fc" and np.isnan(fv):
+        return bool(np.isnan(first)) and bool(np.isnan(chunk).all())
+    if chunk.dtype.kind == "O":
         return all(x == fv for x in chunk.flat)
-    flat = chunk.reshape(-1) if chunk.flags.c_contiguous else chunk.ravel(order="K")
-    if flat[0] != fill[()]:
+    if not bool(first == fv):
         return False
     return bool((chunk == fill).all())
 

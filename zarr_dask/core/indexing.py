@@ -192,7 +192,7 @@ def finalize_output(out: Any, dims: Sequence[DimSelection]) -> Any:
         out = out[flips]
     drops = tuple(0 if d.drop else slice(None) for d in dims)
     if any(d.drop for d in dims):
-        out = out[drops]
+        out = out[(*drops, Ellipsis)]  # keeps a 0-d array (not a scalar) when every axis is dropped
     return out
 
 
