@@ -210,7 +210,8 @@ class ChunkIO:
             out[p.out_sel] = self.decode_chunk(key, data, p.coords)[p.chunk_sel]
             return
         try:
-            target = out[(*p.out_sel, Ellipsis)]  # always a view, also for 0-d arrays
+            where: tuple[Any, ...] = (*p.out_sel, Ellipsis)
+            target = out[where]  # always a view, also for 0-d arrays
             if target.shape == spec.shape and target.flags.c_contiguous:
                 self.pipeline.decode_into(data, spec, target)
                 return
