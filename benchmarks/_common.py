@@ -44,14 +44,23 @@ def timeit(func: Callable[[], Any], repeat: int = REPEAT, setup: Callable[[], An
     return times
 
 
-def race(contenders: dict[str, Callable[[], Any]], repeat: int = REPEAT) -> dict[str, list[float]]:
+def race(
+    contenders: dict[str, Callable[[], Any]],
+    repeat: int = REPEAT,
+    setup: Callable[[str], Any] | None = None,
+) -> dict[str, list[float]]:
     """Time several contenders round-robin (one warm-up each, then ``repeat`` rounds), so that machine noise
-    and cache state hit all of them alike rather than whoever happens to run first."""
-    for func in contenders.values():
+    and cache state hit all of them alike rather than whoever happens to run first. ``setup(name)`` runs
+    untimed before each run (e.g. removing the previous run's output)."""
+    for name, func in contenders.items():
+        if setup:
+            setup(name)
         func()
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeat):
         for name, func in contenders.items():
+            if setup:
+                setup(name)
             gc.collect()
             t0 = time.perf_counter()
             func()

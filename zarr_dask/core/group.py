@@ -257,18 +257,39 @@ class Group:
         return self._node(path, meta)
 
     def tree(self, max_depth: int | None = None) -> str:
-        """The hierarchy as text: groups and arrays with shape and dtype (implicit groups marked)."""
-        lines = [self.name + (" (implicit)" if self.implicit else "")]
+        """The hierarchy as text: groups and arrays with shape and dtype (implicit groups marked).
+
+        Examples
+        --------
+        >>> import zarr_dask
+        >>> g = zarr_dask.create_group("memory://doc-tree")
+        >>> _ = g.create_array("a/x", shape=(2, 3), dtype="i2")
+        >>> print(g.tree())
+        /
+        └── a
+            └── x (2, 3) int16
+        """
         metas = self._member_metadata(max_depth)
+        children: dict[str, list[str]] = {}
         for rel in sorted(metas):
-            meta = metas[rel]
-            depth = rel.count("/")
-            label = rel.rsplit("/", 1)[-1]
-            if nodes.is_array(meta):
-                label += f" {tuple(meta.shape)} {meta.data_type.numpy_dtype}"
-            elif isinstance(meta, nodes.ImplicitGroup):
-                label += " (implicit group)"
-            lines.append("    " * depth + "├── " + label)
+            parent = rel.rpartition("/")[0]
+            children.setdefault(parent, []).append(rel)
+        lines = [self.name + (" (implicit group)" if self.implicit else "")]
+
+        def walk(parent: str, indent: str) -> None:
+            kids = children.get(parent, [])
+            for i, rel in enumerate(kids):
+                last = i == len(kids) - 1
+                meta = metas[rel]
+                label = rel.rsplit("/", 1)[-1]
+                if nodes.is_array(meta):
+                    label += f" {tuple(meta.shape)} {meta.data_type.numpy_dtype}"
+                elif isinstance(meta, nodes.ImplicitGroup):
+                    label += " (implicit group)"
+                lines.append(indent + ("└── " if last else "├── ") + label)
+                walk(rel, indent + ("    " if last else "│   "))
+
+        walk("", "")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ creation of members

@@ -1,0 +1,71 @@
+"""House rules that a test can check: dependency direction, where third-party libraries may be imported, and
+that `import zarr_dask` stays cheap."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "zarr_dask"
+
+# package -> zarr_dask packages it must not import
+FORBIDDEN_INTERNAL = {
+    "errors": {"spec", "codecs", "store", "core", "graph", "zom", "xarray_backend", "cli"},
+    "spec": {"codecs", "store", "core", "graph", "zom", "xarray_backend", "cli"},
+    "codecs": {"store", "core", "graph", "zom", "xarray_backend", "cli"},
+    "store": {"spec", "codecs", "core", "graph", "zom", "xarray_backend", "cli"},
+    "core": {"graph", "zom", "xarray_backend", "cli"},
+}
+# third-party module -> the only zarr_dask packages allowed to import it
+ALLOWED_THIRD_PARTY = {
+    "numcodecs": {"codecs"},
+    "fsspec": {"store"},
+    "xarray": {"xarray_backend"},
+    "dask": {"graph", "xarray_backend", "zom"},
+    "distributed": {"graph", "xarray_backend", "cli"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def _package_of(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
+
+
+FILES = sorted(PKG.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_dependency_direction(path: Path) -> None:
+    package = _package_of(path)
+    for module in _imports(path):
+        parts = module.split(".")
+        if parts[0] == "zarr_dask" and len(parts) > 1:
+            assert parts[1] not in FORBIDDEN_INTERNAL.get(package, set()), f"{path.name}: {package} imports {module}"
+        allowed = ALLOWED_THIRD_PARTY.get(parts[0])
+        if allowed is not None:
+            assert package in allowed, f"{path.relative_to(PKG)} imports {module}; only {sorted(allowed)} may"
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, zarr_dask; "
+        "heavy = [m for m in ('xarray', 'distributed', 'dask', 'fsspec', 'numcodecs', 'zarr') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"import zarr_dask imported {out}"
