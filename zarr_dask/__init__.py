@@ -26,12 +26,16 @@ _LAZY = {
     "Store": "zarr_dask.store",
     "open_store": "zarr_dask.store",
     "errors": "zarr_dask.errors",
+    "ArraySpec": "zarr_dask.zom",
+    "GroupSpec": "zarr_dask.zom",
+    "zom": "zarr_dask.zom",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:
     from zarr_dask import errors as errors
+    from zarr_dask import zom as zom
     from zarr_dask.core.api import consolidate_metadata as consolidate_metadata
     from zarr_dask.core.api import create_array as create_array
     from zarr_dask.core.api import create_group as create_group
@@ -45,6 +49,8 @@ if TYPE_CHECKING:
     from zarr_dask.store import MemoryStore as MemoryStore
     from zarr_dask.store import Store as Store
     from zarr_dask.store import open_store as open_store
+    from zarr_dask.zom import ArraySpec as ArraySpec
+    from zarr_dask.zom import GroupSpec as GroupSpec
 
 
 def __getattr__(name: str) -> Any:
@@ -52,7 +58,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if name == "errors" else getattr(mod, name)
+    value = mod if name in ("errors", "zom") else getattr(mod, name)
     globals()[name] = value
     return value
 

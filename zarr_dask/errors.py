@@ -31,6 +31,8 @@ __all__ = [
     "UnknownCodecError",
     "UnknownExtensionError",
     "UnsafeCodecError",
+    "UnsupportedFeatureError",
+    "WritePlanError",
     "ZarrDaskError",
 ]
 
@@ -147,3 +149,11 @@ class ReadOnlyError(ZarrDaskError, PermissionError):
 
 class StoreError(ZarrDaskError, OSError):
     """The storage backend failed (I/O error, permission, network)."""
+
+
+class WritePlanError(ZarrDaskError, ValueError):
+    """A parallel write that cannot be planned safely (names the array, the key or blocks, and the fix)."""
+
+
+class UnsupportedFeatureError(ZarrDaskError, NotImplementedError):
+    """A valid request that this version of zarr_dask cannot carry out yet."""

@@ -211,3 +211,10 @@ def test_fill_chunks_not_stored(dtype, fill):
     assert a.nchunks_initialized == 0
     a[1] = a[1] if dtype != "i2" else 4
     assert a.nchunks_initialized == (1 if dtype == "i2" else 0)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_0d_object_array_write(zarr_format):
+    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(), dtype=str, zarr_format=zarr_format)
+    a[()] = "hello"
+    assert zarr_dask.open_array(a.store)[()] == "hello"

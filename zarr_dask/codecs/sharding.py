@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 
-from zarr_dask.codecs.base import ArrayBytesCodec, BufferLike, ChunkSpec, as_byte_view
+from zarr_dask.codecs.base import ArrayBytesCodec, BufferLike, ChunkSpec, as_byte_view, nbytes_of
 from zarr_dask.errors import ChunkDecodeError, MetadataError
 from zarr_dask.spec.dtypes import DataType
 
@@ -164,6 +164,20 @@ class ShardingCodec(ArrayBytesCodec):
         assert self._bound is not None, "bind() first"
         return self._bound
 
+    @property
+    def chunks_per_shard(self) -> tuple[int, ...]:
+        """Number of inner chunks along each dimension of the (bound) shard."""
+        return self._state().chunks_per_shard
+
+    @property
+    def inner_pipeline(self) -> CodecPipeline:
+        """The pipeline of the inner chunks (bound to the inner ``chunk_shape``)."""
+        return self._state().inner
+
+    def inner_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec of one inner chunk of a shard described by ``spec``."""
+        return ChunkSpec(shape=self.chunk_shape, data_type=spec.data_type, fill_value=spec.fill_value)
+
     def index_size(self) -> int:
         """Encoded size of the shard index in bytes (``16 * n + 4`` with bytes + crc32c)."""
         return self._state().index_size
@@ -173,32 +187,83 @@ class ShardingCodec(ArrayBytesCodec):
         size = self._state().index_size
         return (0, size) if self.index_location == "start" else (shard_nbytes - size, shard_nbytes)
 
-    def decode_index(self, index_bytes: BufferLike, shard_nbytes: int) -> np.ndarray[Any, Any]:
+    def index_request(self) -> tuple[int, int | None]:
+        """``(start, end)`` of the index as a store byte range: a prefix or a suffix (negative start)."""
+        size = self._state().index_size
+        return (0, size) if self.index_location == "start" else (-size, None)
+
+    def payload_bounds(self, shard_nbytes: int | None) -> tuple[int, int | None]:
+        """``[lo, hi)`` of the payload area (``hi`` is None when the shard size is not known)."""
+        size = self._state().index_size
+        if self.index_location == "start":
+            return size, shard_nbytes
+        return 0, None if shard_nbytes is None else shard_nbytes - size
+
+    def decode_index(self, index_bytes: BufferLike, shard_nbytes: int | None) -> np.ndarray[Any, Any]:
         """Decode and validate the index: uint64 ``(*chunks_per_shard, 2)`` of ``(offset, nbytes)``.
 
-        Every stored entry must lie inside the shard's payload area (not overlapping the index).
+        Every stored entry must lie inside the shard's payload area (not overlapping the index). With
+        ``shard_nbytes=None`` (only the index was fetched) the upper bound is left to the caller, who learns
+        it from the payload reads.
+
+        Raises
+        ------
+        ChunkDecodeError
+            A truncated index, a checksum mismatch, or an entry outside the payload area.
         """
         b = self._state()
+        view = as_byte_view(index_bytes)
+        if len(view) != b.index_size:
+            raise ChunkDecodeError(
+                f"shard index is {len(view)} bytes, expected {b.index_size} ({b.index_size // 16} inner chunks x "
+                "16 bytes + checksum): the shard is truncated or corrupt"
+            )
         shape = (*b.chunks_per_shard, 2)
         zero = np.zeros((), dtype=np.uint64)
-        index = b.index.decode(index_bytes, ChunkSpec(shape=shape, data_type=_UINT64, fill_value=zero))
-        lo, hi = (
-            (b.index_size, shard_nbytes)
-            if self.index_location == "start"
-            else (0, shard_nbytes - b.index_size)
-        )
+        try:
+            index = b.index.decode(view, ChunkSpec(shape=shape, data_type=_UINT64, fill_value=zero))
+        except ChunkDecodeError as e:
+            raise ChunkDecodeError(f"shard index cannot be decoded: {e.problem}") from None
+        lo, hi = self.payload_bounds(shard_nbytes)
+        top = EMPTY - 1 if hi is None else hi
         offsets, sizes = index[..., 0], index[..., 1]
         empty = (offsets == EMPTY) & (sizes == EMPTY)
         with np.errstate(over="ignore"):
-            bad = ~empty & ((offsets < lo) | (sizes > hi - lo) | (offsets > hi - np.minimum(sizes, hi)))
+            bad = ~empty & ((offsets < lo) | (sizes > top - lo) | (offsets > top - np.minimum(sizes, top)))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             off, nb = (int(v) for v in index[where])
+            area = f"[{lo}, {hi})" if hi is not None else f"[{lo}, ...)"
             raise ChunkDecodeError(
-                f"codec 'sharding_indexed': inner chunk {where} has offset {off} and {nb} bytes, outside the "
-                f"shard's payload bytes [{lo}, {hi}): corrupt index"
+                f"shard index: inner chunk {where} has offset {off} and {nb} bytes, outside the shard's payload "
+                f"bytes {area} (past the end or overlapping the {b.index_size}-byte index): corrupt index"
             )
         return index
+
+    def encode_index(self, index: np.ndarray[Any, Any]) -> bytes:
+        """Encode a uint64 ``(*chunks_per_shard, 2)`` index with the ``index_codecs``."""
+        zero = np.zeros((), dtype=np.uint64)
+        return self._state().index.encode(index, ChunkSpec(shape=index.shape, data_type=_UINT64, fill_value=zero))
+
+    def assemble(self, payloads: Mapping[tuple[int, ...], BufferLike]) -> bytes | None:
+        """The shard value holding the encoded inner chunks ``payloads`` (by inner coordinates), laid out in
+        Morton order as zarr-python does; None when there is no payload (the shard is not to be stored)."""
+        if not payloads:
+            return None
+        b = self._state()
+        index = np.full((*b.chunks_per_shard, 2), EMPTY, dtype=np.uint64)
+        parts: list[bytes | memoryview] = []
+        offset = b.index_size if self.index_location == "start" else 0
+        for coords in morton_order(b.chunks_per_shard):
+            data = payloads.get(coords)
+            if data is None:
+                continue
+            n = nbytes_of(data)
+            index[coords] = (offset, n)
+            parts.append(data if isinstance(data, bytes) else as_byte_view(data))
+            offset += n
+        index_bytes = self.encode_index(index)
+        return b"".join([index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes])
 
     # ------------------------------------------------------------------------------------ decode/encode
     def decode(self, data: BufferLike, spec: ChunkSpec) -> np.ndarray[Any, Any]:
@@ -211,7 +276,7 @@ class ShardingCodec(ArrayBytesCodec):
         start, stop = self.index_range(len(view))
         index = self.decode_index(view[start:stop], len(view))
         out = np.empty(spec.shape, dtype=spec.dtype)
-        inner_spec = ChunkSpec(shape=self.chunk_shape, data_type=spec.data_type, fill_value=spec.fill_value)
+        inner_spec = self.inner_spec(spec)
         entries = index.reshape(-1, 2).tolist()  # C order, like np.ndindex
         for coords, (off, nb) in zip(np.ndindex(*b.chunks_per_shard), entries, strict=True):
             region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, self.chunk_shape, strict=True))
@@ -223,24 +288,20 @@ class ShardingCodec(ArrayBytesCodec):
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> BufferLike:
         b = self._state()
-        inner_spec = ChunkSpec(shape=self.chunk_shape, data_type=spec.data_type, fill_value=spec.fill_value)
-        index = np.full((*b.chunks_per_shard, 2), EMPTY, dtype=np.uint64)
-        parts: list[bytes] = []
-        offset = b.index_size if self.index_location == "start" else 0
+        inner_spec = self.inner_spec(spec)
         fill = _fill_bytes(spec, self.chunk_shape)
-        for coords in morton_order(b.chunks_per_shard):
+        payloads: dict[tuple[int, ...], BufferLike] = {}
+        for coords in np.ndindex(*b.chunks_per_shard):
             region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, self.chunk_shape, strict=True))
             piece = np.ascontiguousarray(chunk[region])
-            if _is_fill(piece, spec, fill):
-                continue
-            encoded = b.inner.encode(piece, inner_spec)
-            index[coords] = (offset, len(encoded))
-            parts.append(encoded)
-            offset += len(encoded)
-        zero = np.zeros((), dtype=np.uint64)
-        index_spec = ChunkSpec(shape=index.shape, data_type=_UINT64, fill_value=zero)
-        index_bytes = b.index.encode(index, index_spec)
-        return b"".join([index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes])
+            if not _is_fill(piece, spec, fill):
+                payloads[coords] = b.inner.encode(piece, inner_spec)
+        if not payloads:  # a whole-shard encode always yields a value: just the all-empty index
+            index = np.full((*b.chunks_per_shard, 2), EMPTY, dtype=np.uint64)
+            return self.encode_index(index)
+        result = self.assemble(payloads)
+        assert result is not None
+        return result
 
 
 def _fill_bytes(spec: ChunkSpec, shape: tuple[int, ...]) -> bytes | None:

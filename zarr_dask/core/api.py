@@ -60,6 +60,7 @@ def create_array(
     shape: Any,
     dtype: Any = "float64",
     chunks: Any = "auto",
+    shards: Any = None,
     fill_value: Any = None,
     zarr_format: ZarrFormat = 3,
     compressors: Any = "auto",
@@ -81,7 +82,20 @@ def create_array(
     dicts (``{"name": "zstd", "configuration": {"level": 3}}``), v2 dicts (``{"id": "blosc"}``), names
     (``"zstd"``), ``None`` or ``"auto"`` (zstd for v3, blosc-lz4 for v2). ``chunks`` may be "auto", an int,
     a tuple, or a tuple of per-dimension chunk edges (an irregular, rectilinear grid; v3 only).
+    ``shards`` (v3) stores many chunks per object: a shard shape that is a multiple of ``chunks`` (then the
+    inner chunk shape), ``{"shape": ..., "index_location": "start"}``, ``"auto"`` (~64 MiB shards), or
+    per-dimension shard edges (a rectilinear shard grid); the codecs apply to the inner chunks.
     ``write_empty_chunks=False`` (default) skips storing chunks equal to the fill value everywhere.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://doc-shards", shape=(8, 8), dtype="i2", chunks=(2, 2), shards=(4, 8))
+    >>> a.chunks, a.shards
+    ((2, 2), (4, 8))
+    >>> a[:] = np.arange(64).reshape(8, 8)
+    >>> int(a[5, 3])
+    43
     """
     return Array.create(
         store,
@@ -94,6 +108,7 @@ def create_array(
         allow_unsafe_codecs=allow_unsafe_codecs,
         write_empty_chunks=write_empty_chunks,
         chunks=chunks,
+        shards=shards,
         fill_value=fill_value,
         compressors=compressors,
         filters=filters,

@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
-from zarr_dask.core.chunk_io import ChunkIO
+from zarr_dask.core.chunk_io import ChunkIO, is_fill
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.core.indexing import (
     DimSelection,
@@ -23,6 +24,7 @@ from zarr_dask.core.indexing import (
 )
 from zarr_dask.errors import ArrayNotFoundError, MetadataError, ReadOnlyError, ZarrDaskError
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
+from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularDimGrid
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
 
@@ -87,6 +89,7 @@ class ArrayInfo:
     nchunks_initialized: int
     nbytes: int
     nbytes_stored: int
+    shards: tuple[int, ...] | None = None
 
     def __repr__(self) -> str:
         ratio = f"{self.nbytes / self.nbytes_stored:.1f}" if self.nbytes_stored else "-"
@@ -97,6 +100,7 @@ class ArrayInfo:
             ("Path", "/" + self.path),
             ("Shape", self.shape),
             ("Chunk shape", self.chunks),
+            *([("Shard shape", self.shards)] if self.shards is not None else []),
             ("Data type", self.dtype),
             ("Fill value", self.fill_value),
             ("Codecs", self.codecs),
@@ -141,6 +145,7 @@ class Array:
         allow_unsafe_codecs: bool = False,
         write_empty_chunks: bool = False,
         order: Literal["C", "F"] | None = None,
+        coalescing: Coalescing = DEFAULT_COALESCING,
     ) -> None:
         self._store = store
         self._path = normalize_path(path)
@@ -148,6 +153,7 @@ class Array:
         self._allow_unsafe_codecs = allow_unsafe_codecs
         self._write_empty_chunks = write_empty_chunks
         self._order = order or metadata.order
+        self._coalescing = coalescing
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -174,7 +180,7 @@ class Array:
             )
         assert isinstance(node, ArrayMetadataV2 | ArrayMetadataV3)
         array = cls(s, path, node, **kwargs)
-        array._io.pipeline  # noqa: B018 - unknown or unsafe codecs fail at open, not at the first chunk
+        array._io.sharding  # noqa: B018 - unknown or unsafe codecs (and bad shard shapes) fail at open
         return array
 
     @classmethod
@@ -204,7 +210,7 @@ class Array:
                 write_empty_chunks=write_empty_chunks,
                 order=metadata_kwargs.get("order"),
             )
-            array._io.pipeline  # noqa: B018 - build (validate) the codec pipeline before writing anything
+            array._io.sharding  # noqa: B018 - build (validate) the codec pipeline before writing anything
         except ZarrDaskError as e:
             raise e.with_context(store=s.url, path=path) from None
         nodes.write_node(s, path, metadata, overwrite=overwrite)
@@ -218,6 +224,7 @@ class Array:
             self._metadata,
             allow_unsafe_codecs=self._allow_unsafe_codecs,
             write_empty_chunks=self._write_empty_chunks,
+            coalescing=self._coalescing,
         )
 
     def _replace_metadata(self, metadata: ArrayMetadata) -> None:
@@ -277,22 +284,57 @@ class Array:
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        """The chunk shape (regular grids; the largest chunk per dimension for rectilinear ones)."""
-        grid = self._metadata.chunk_grid
-        shape = getattr(grid, "chunk_shape", None)
-        if shape is not None:
-            return tuple(shape)
+        """The chunk shape: the inner chunk shape of a sharded array (as zarr-python spells it).
+
+        For a rectilinear grid: the largest chunk per dimension (see :attr:`read_chunk_sizes` for all).
+        """
+        sharding = self._io.sharding
+        if sharding is not None:
+            return tuple(sharding.chunk_shape)
+        return self._largest(self._io.grids)
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """The shard shape of a sharded array, else None (the largest shard per dimension for a rectilinear
+        shard grid; see :attr:`write_chunk_sizes` for all)."""
+        if self._io.sharding is None:
+            return None
+        return self._largest(self._io.grids)
+
+    def _largest(self, grids: Any) -> tuple[int, ...]:
         return tuple(
-            max((g.size(i) for i in range(g.nchunks(n))), default=0) for g, n in zip(self._io.grids, self.shape, strict=True)
+            g.size(0) if isinstance(g, RegularDimGrid) else max((g.size(i) for i in range(g.nchunks())), default=0)
+            for g in grids
         )
 
     @property
+    def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per dimension, the sizes of the chunks (inner chunks if sharded) inside the array, dask style
+        (they sum to the shape; zarr-python 3.4's name)."""
+        sharding = self._io.sharding
+        if sharding is None:
+            return self.write_chunk_sizes
+        return tuple(
+            tuple(min(c, n - i) for i in range(0, n, c)) for c, n in zip(sharding.chunk_shape, self.shape, strict=True)
+        )
+
+    @property
+    def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per dimension, the sizes of the storage units (shards if sharded, else chunks) inside the array,
+        dask style: a write that keeps to these blocks never shares a stored object between two writers."""
+        return tuple(tuple(g.data_size(i) for i in range(g.nchunks())) for g in self._io.grids)
+
+    @property
     def cdata_shape(self) -> tuple[int, ...]:
-        """Number of chunks along each dimension."""
-        return tuple(self._metadata.chunk_grid.grid_shape(self.shape))
+        """Number of chunks (inner chunks if sharded) along each dimension."""
+        sharding = self._io.sharding
+        if sharding is None:
+            return tuple(self._metadata.chunk_grid.grid_shape(self.shape))
+        return tuple(-(-n // c) for c, n in zip(sharding.chunk_shape, self.shape, strict=True))
 
     @property
     def nchunks(self) -> int:
+        """Number of chunks (inner chunks if sharded) in the array."""
         return math.prod(self.cdata_shape)
 
     @property
@@ -387,7 +429,11 @@ class Array:
     # ------------------------------------------------------------------ changes
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by the new edge
-        have their outside part reset to the fill value, so growing again later shows fill, not old data."""
+        have their outside part reset to the fill value, so growing again later shows fill, not old data.
+
+        A rectilinear dimension grown past the sum of its edges gets one new edge covering the growth
+        (rounded up to whole inner chunks when sharded); shrinking keeps the edges
+        (:meth:`RectilinearChunkGrid.resized`)."""
         new_shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape))
         if len(new_shape) != self.ndim:
             raise MetadataError(
@@ -397,7 +443,14 @@ class Array:
             )
         old_io = self._io
         old_shape = self.shape
-        self._replace_metadata(dataclasses.replace(self._metadata, shape=new_shape))
+        meta = self._metadata
+        if isinstance(meta, ArrayMetadataV3) and isinstance(meta.chunk_grid, RectilinearChunkGrid):
+            inner = old_io.sharding.chunk_shape if old_io.sharding is not None else None
+            grid = meta.chunk_grid.resized(new_shape, multiple_of=inner)
+            meta = dataclasses.replace(meta, shape=new_shape, chunk_grid=grid)
+        else:
+            meta = dataclasses.replace(meta, shape=new_shape)
+        self._replace_metadata(meta)
         if all(n >= o for n, o in zip(new_shape, old_shape, strict=True)):
             return
         self._trim_chunks(old_io, old_shape, new_shape)
@@ -440,6 +493,9 @@ class Array:
             )
             fresh = np.full(chunk.shape, io.fill, dtype=chunk.dtype)
             fresh[inside] = chunk[inside]
+            if not self._write_empty_chunks and is_fill(fresh, io.fill):
+                self._store.delete(key)  # nothing left inside the array: store nothing, as a write would
+                continue
             self._store.set(key, io.encode_chunk(key, fresh, coords))
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
@@ -458,8 +514,12 @@ class Array:
 
     # ------------------------------------------------------------------ info
     def _chunk_keys_stored(self) -> list[str]:
+        """The stored keys of this array's storage units (shards if sharded), one listing."""
+        return [key for key, _ in self._stored_units()]
+
+    def _stored_units(self) -> list[tuple[str, tuple[int, ...]]]:
         prefix = key_prefix(self._path)
-        grid_shape = self.cdata_shape
+        grid_shape = self._metadata.chunk_grid.grid_shape(self.shape)
         found = []
         for key in self._store.list_prefix(prefix):
             try:
@@ -467,13 +527,20 @@ class Array:
             except ZarrDaskError:
                 continue
             if len(coords) == self.ndim and all(0 <= c < g for c, g in zip(coords, grid_shape, strict=True)):
-                found.append(key)
+                found.append((key, coords))
         return found
 
     @property
     def nchunks_initialized(self) -> int:
-        """How many chunks are stored (one listing)."""
-        return len(self._chunk_keys_stored())
+        """How many chunks are stored (one listing). Sharded: the inner chunks of every stored shard, each shard
+        counted at its full size, as zarr-python counts them (so an edge shard may add chunks outside the
+        array)."""
+        sharding = self._io.sharding
+        units = self._stored_units()
+        if sharding is None:
+            return len(units)
+        inner = sharding.chunk_shape
+        return sum(math.prod(s // c for s, c in zip(self._io.chunk_shape(k), inner, strict=True)) for _, k in units)
 
     @property
     def nbytes_stored(self) -> int:
@@ -497,10 +564,11 @@ class Array:
             nchunks_initialized=self.nchunks_initialized,
             nbytes=self.nbytes,
             nbytes_stored=self.nbytes_stored,
+            shards=self.shards,
         )
 
     def iter_chunk_coords(self) -> Iterator[tuple[int, ...]]:
-        """Coordinates of every chunk in the grid, C order."""
+        """Coordinates of every storage unit in the grid (shards if sharded, else chunks), C order."""
         dims = normalize_selection(Ellipsis, self.shape)
         for p in chunk_projections(dims, self._io.grids, self.shape):
             yield p.coords

@@ -20,9 +20,13 @@ from typing import Any
 import numpy as np
 
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
+from zarr_dask.codecs.pipeline import V3Pipeline
+from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing, ShardRead, inner_parts, write_shard
+from zarr_dask.codecs.sharding import ShardingCodec
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
-from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, ZarrDaskError
+from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError, ZarrDaskError
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
+from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 
@@ -110,7 +114,9 @@ class ChunkIO:
     allow_unsafe_codecs: bool = False
     write_empty_chunks: bool = False
     order: str = "C"
+    coalescing: Coalescing = DEFAULT_COALESCING
     _spec_cache: dict[tuple[int, ...], ChunkSpec] = field(default_factory=dict, compare=False, repr=False)
+    _shard_codecs: dict[tuple[int, ...], ShardingCodec] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def prefix(self) -> str:
@@ -165,6 +171,131 @@ class ChunkIO:
 
     def chunk_key(self, coords: tuple[int, ...]) -> str:
         return self.prefix + self.metadata.chunk_key_encoding.encode(coords)
+
+    # ------------------------------------------------------------------ shards
+    @cached_property
+    def sharding(self) -> ShardingCodec | None:
+        """The ``sharding_indexed`` codec when it is the whole codec chain, else None.
+
+        Then shards are read partially (index, then coalesced inner-chunk ranges) and written inner chunk by
+        inner chunk; a chain with codecs around the sharding codec is read and written as whole shards.
+        """
+        pipeline = self.pipeline
+        if not isinstance(pipeline, V3Pipeline):
+            return None
+        codecs = pipeline.codecs
+        if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
+            return None
+        inner = codecs[0].chunk_shape
+        for d, (g, n) in enumerate(zip(self.grids, inner, strict=True)):
+            sizes = {g.size(0)} if isinstance(g, RegularDimGrid) else {g.size(i) for i in range(g.nchunks())}
+            bad = sorted(s for s in sizes if s % n)
+            if bad:
+                raise MetadataError(
+                    f"shard size {bad[0]} along dimension {d} is not a multiple of the inner chunk size {n} of "
+                    "'sharding_indexed'; every shard edge must be a multiple of the inner chunk shape",
+                    store=self.store.url,
+                    path=self.path,
+                )
+        return codecs[0]
+
+    def shard_codec(self, coords: tuple[int, ...]) -> ShardingCodec:
+        """The sharding codec bound to the shape of the shard at ``coords`` (sharded arrays only)."""
+        shape = self.chunk_shape(coords)
+        codec = self._shard_codecs.get(shape)
+        if codec is None:
+            assert self.sharding is not None
+            codec = self._shard_codecs[shape] = self.sharding.bind(self.chunk_spec(coords))
+        return codec
+
+    @property
+    def write_unit_shape(self) -> tuple[int | tuple[int, ...], ...]:
+        """The storage unit a writer owns: the shard shape if sharded, else the chunk shape.
+
+        For a rectilinear grid a dimension with varying edges gives the tuple of the (stored) sizes of the
+        chunks that cover the array instead of an int.
+
+        Examples
+        --------
+        >>> import zarr_dask
+        >>> a = zarr_dask.create_array("memory://doc-unit", shape=(30, 8), dtype="u1", chunks=(5, 4), shards=(10, 8))
+        >>> a._io.write_unit_shape
+        (10, 8)
+        >>> b = zarr_dask.create_array("memory://doc-unit-r", shape=(30, 8), dtype="u1", chunks=((10, 20), 4))
+        >>> b._io.write_unit_shape
+        ((10, 20), 4)
+        """
+        return tuple(
+            g.size(0) if isinstance(g, RegularDimGrid) else tuple(g.size(i) for i in range(g.nchunks()))
+            for g in self.grids
+        )
+
+    def _data_shape(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(g.data_size(c) for g, c in zip(self.grids, coords, strict=True))
+
+    def _shard_error(self, key: str, e: ZarrDaskError) -> ChunkDecodeError:
+        return ChunkDecodeError(f"shard {key!r}: {e.problem}", store=self.store.url, path=self.path)
+
+    def _read_shards(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """Read shards partially: one batched call for indexes (or whole shards), one for inner chunks."""
+        reads = [
+            ShardRead.create(
+                self.chunk_key(p.coords),
+                self.shard_codec(p.coords),
+                self.chunk_spec(p.coords),
+                inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords)),  # type: ignore[union-attr]
+                complete=p.complete,
+                config=self.coalescing,
+            )
+            for p in projections
+        ]
+        first = self.store.get_ranges([r.first_request() for r in reads])
+        wanted: list[list[tuple[str, int | None, int | None]]] = []
+        for r, got in zip(reads, first, strict=True):
+            try:
+                wanted.append(r.plan(got))
+            except ZarrDaskError as e:
+                raise self._shard_error(r.key, e) from e
+        fetched = self.store.get_ranges([q for w in wanted for q in w]) if any(wanted) else []
+        pos = 0
+        for r, w in zip(reads, wanted, strict=True):
+            try:
+                r.decode_into(out, fetched[pos : pos + len(w)], self._scratch)
+            except ZarrDaskError as e:
+                raise self._shard_error(r.key, e) from e
+            pos += len(w)
+
+    def _write_shards(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """Write whole shards; a shard covered only partly is read, merged and written back (one set each)."""
+        assert self.sharding is not None
+        keys = [self.chunk_key(p.coords) for p in projections]
+        partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
+        existing = self.store.get_many(partial) if partial else {}
+        check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
+        to_set: dict[str, bytes] = {}
+        to_delete: list[str] = []
+        for key, p in zip(keys, projections, strict=True):
+            parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
+            try:
+                data = write_shard(
+                    self.shard_codec(p.coords), self.chunk_spec(p.coords), parts, value, existing.get(key), is_fill=check
+                )
+            except ChunkDecodeError as e:
+                raise self._shard_error(key, e) from e
+            except ZarrDaskError as e:
+                raise e.with_context(store=self.store.url, path=self.path) from None
+            except Exception as e:
+                raise ChunkEncodeError(
+                    f"shard {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
+                ) from e
+            if data is not None:
+                to_set[key] = data
+            elif p.complete or key in existing:
+                to_delete.append(key)
+        if to_set:
+            self.store.set_many(to_set)
+        if to_delete:
+            self.store.delete_many(to_delete)
 
     # ------------------------------------------------------------------ decode / encode one chunk
     def decode_chunk(self, key: str, data: bytes, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -226,7 +357,15 @@ class ChunkIO:
         out[p.out_sel] = scratch[p.chunk_sel]
 
     def read_into(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """Fetch the chunks of ``projections`` in one store call and decode each into ``out``."""
+        """Fetch the chunks of ``projections`` in one store call and decode each into ``out``.
+
+        For a sharded array (``projections`` over the shard grid) each shard's index is read once (a prefix or
+        suffix range), then the needed inner chunks' byte ranges, coalesced: one ``get_ranges`` call for all
+        indexes and one for all data. A shard the selection covers, or needs most of, is fetched whole.
+        """
+        if self.sharding is not None:
+            self._read_shards(out, projections)
+            return
         keys = [self.chunk_key(p.coords) for p in projections]
         got = self.store.get_many(keys)
         for key, p in zip(keys, projections, strict=True):
@@ -255,7 +394,8 @@ class ChunkIO:
     def _assemble(
         self, p: ChunkProjection, value: np.ndarray[Any, Any], existing: bytes | None, key: str
     ) -> np.ndarray[Any, Any]:
-        piece = value[p.out_sel]
+        where: tuple[Any, ...] = (*p.out_sel, Ellipsis)
+        piece: np.ndarray[Any, Any] = value[where]  # a view, also for 0-d (object) arrays where value[()] would be the element
         shape = self.chunk_shape(p.coords)
         if p.complete and piece.shape == shape:
             return piece
@@ -267,7 +407,15 @@ class ChunkIO:
         return chunk
 
     def write_from(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """Write the chunks of ``projections`` from ``value`` (full rank, aligned with the selection)."""
+        """Write the chunks of ``projections`` from ``value`` (full rank, aligned with the selection).
+
+        Sharded arrays: each shard is written in one ``set``; a shard covered only partly is read and merged
+        first (not safe against a concurrent writer of the same shard); a shard left without stored inner
+        chunks is deleted.
+        """
+        if self.sharding is not None:
+            self._write_shards(value, projections)
+            return
         keys = [self.chunk_key(p.coords) for p in projections]
         partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
         existing = self.store.get_many(partial) if partial else {}

@@ -203,6 +203,11 @@ class ChunkGrid(ABC):
         """Number of chunks along each dimension for an array of ``shape``."""
         return tuple(g.nchunks() for g in self.dim_grids(shape))
 
+    def resized(self, shape: Sequence[int], *, multiple_of: Sequence[int] | None = None) -> ChunkGrid:
+        """The grid for the array resized to ``shape`` (a regular grid fits every shape: itself)."""
+        self._check_ndim(shape)
+        return self
+
     def nchunks(self, shape: Sequence[int]) -> int:
         """Total number of chunks for an array of ``shape`` (1 for a 0-d array)."""
         return math.prod(self.grid_shape(shape))
@@ -380,6 +385,37 @@ class RectilinearChunkGrid(ChunkGrid):
     def chunk_shape_at(self, coords: Sequence[int], shape: Sequence[int] | None = None) -> tuple[int, ...]:
         """Stored (full) shape of the chunk at ``coords``."""
         return tuple(self._dim(d).size(i) for d, i in enumerate(self._coords(coords)))
+
+    def resized(self, shape: Sequence[int], *, multiple_of: Sequence[int] | None = None) -> RectilinearChunkGrid:
+        """The grid for the array resized to ``shape``.
+
+        Growing a dimension past the sum of its edges appends **one** edge covering the growth (as zarr-python
+        3.4 does), so an append of ``k`` elements becomes one new chunk of ``k``; with ``multiple_of`` (the
+        inner chunk shape of a sharded array) that edge is rounded up to a whole number of inner chunks and the
+        edges may then overhang the array, which the spec allows. Shrinking keeps every edge (trailing edges
+        beyond the array are allowed), so growing back restores the same chunks. Dimensions given as one
+        repeated size never change.
+
+        Examples
+        --------
+        >>> g = RectilinearChunkGrid(chunk_shapes=((10, 20, 5), 4))
+        >>> g.resized((42, 9)).chunk_shapes
+        ((10, 20, 5, 7), 4)
+        >>> g.resized((42, 9), multiple_of=(5, 4)).chunk_shapes
+        ((10, 20, 5, 10), 4)
+        >>> g.resized((12, 9)).chunk_shapes
+        ((10, 20, 5), 4)
+        """
+        self._check_ndim(shape)
+        unit = tuple(multiple_of) if multiple_of is not None else (1,) * self.ndim
+        out: list[tuple[int, ...] | int] = []
+        for spec, n, u in zip(self.chunk_shapes, shape, unit, strict=True):
+            total = spec if isinstance(spec, int) else sum(spec)
+            if isinstance(spec, int) or n <= total:
+                out.append(spec)
+            else:
+                out.append((*spec, -(-(n - total) // u) * u))
+        return RectilinearChunkGrid(chunk_shapes=tuple(out))
 
     def to_json(self) -> dict[str, Any]:
         shapes = [s if isinstance(s, int) else _compress_rle(s) for s in self.chunk_shapes]

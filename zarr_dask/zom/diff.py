@@ -1,0 +1,224 @@
+"""Compare two hierarchies node by node and field by field: :func:`diff` and its :class:`Diff` report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from zarr_dask.errors import MetadataError
+from zarr_dask.spec.json import canonical_json, to_jsonable
+from zarr_dask.zom.model import ArraySpec, GroupSpec, Node, iter_nodes
+
+__all__ = ["MISSING", "Diff", "Difference", "diff", "node_differences"]
+
+_WIDTH = 48
+
+
+class _Missing:
+    """The value of a field (or node) that one side does not have."""
+
+    def __repr__(self) -> str:
+        return "(missing)"
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Difference:
+    """One difference: at node ``path`` (``"/"``, ``"/a/b"``), ``field`` has ``left`` on one side and ``right``
+    on the other.  ``field`` is a metadata field (``"shape"``), ``"attributes.<name>"`` for one attribute, or
+    ``"node"`` for a node that exists on one side only (the values are then ``"array"`` / ``"group"`` /
+    :data:`MISSING`)."""
+
+    path: str
+    field: str
+    left: Any
+    right: Any
+
+    def __str__(self) -> str:
+        return f"{self.path}  {self.field}: {_show(self.left)} != {_show(self.right)}"
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The differences between two hierarchies; falsy when there are none, prints as a table.
+
+    Examples
+    --------
+    >>> d = diff(GroupSpec(attributes={"title": "a"}), GroupSpec(attributes={"title": "b"}))
+    >>> bool(d), len(d)
+    (True, 1)
+    >>> print(d)
+    path  field             left  right
+    /     attributes.title  "a"   "b"
+    """
+
+    differences: tuple[Difference, ...] = ()
+    labels: tuple[str, str] = ("left", "right")
+
+    def __bool__(self) -> bool:
+        return bool(self.differences)
+
+    def __len__(self) -> int:
+        return len(self.differences)
+
+    def __iter__(self) -> Iterator[Difference]:
+        return iter(self.differences)
+
+    def __getitem__(self, index: int) -> Difference:
+        return self.differences[index]
+
+    def __str__(self) -> str:
+        return self.table(*self.labels)
+
+    def table(self, left: str = "left", right: str = "right") -> str:
+        """The report as aligned columns ``path field <left> <right>`` (``"no differences"`` if empty)."""
+        if not self.differences:
+            return "no differences"
+        rows = [("path", "field", left, right)]
+        rows += [(d.path, d.field, _show(d.left), _show(d.right)) for d in self.differences]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        return "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths, strict=True)) + "  " + r[3] for r in rows
+        )
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The differences as JSON objects (``MISSING`` becomes ``null`` with ``"left_missing": true``...)."""
+        out = []
+        for d in self.differences:
+            item: dict[str, Any] = {"path": d.path, "field": d.field}
+            for side, value in (("left", d.left), ("right", d.right)):
+                item[side] = None if value is MISSING else to_jsonable(value)
+                if value is MISSING:
+                    item[f"{side}_missing"] = True
+            out.append(item)
+        return out
+
+
+def _show(value: Any) -> str:
+    if value is MISSING:
+        return "(missing)"
+    try:
+        text = json.dumps(to_jsonable(value), allow_nan=True, separators=(", ", ": "))
+    except (MetadataError, TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _WIDTH else text[: _WIDTH - 3] + "..."
+
+
+def _as_spec(obj: Any) -> Node:
+    if isinstance(obj, ArraySpec | GroupSpec):
+        return obj
+    meta = getattr(obj, "metadata", None)
+    store, path = getattr(obj, "store", None), getattr(obj, "path", None)
+    if store is not None and isinstance(path, str) and meta is not None:  # a zarr_dask Array / Group
+        from zarr_dask.zom.io import from_store
+
+        return from_store(store, path=path)
+    raise MetadataError(f"cannot compare {type(obj).__name__}: pass an ArraySpec, a GroupSpec or a zarr_dask node")
+
+
+def _kind(node: Node | None) -> Any:
+    if node is None:
+        return MISSING
+    if isinstance(node, ArraySpec):
+        return "array"
+    return "implicit group" if node.implicit else "group"
+
+
+def _fields(node: Node) -> dict[str, Any]:
+    doc = node.to_json()
+    for key in ("members", "implicit", "zarr_format", "node_type"):
+        doc.pop(key, None)
+    return doc
+
+
+def node_differences(path: str, left: Node | None, right: Node | None) -> list[Difference]:
+    """The differences between two single nodes (members are not compared)."""
+    shown = "/" + path
+    if left is None or right is None or isinstance(left, ArraySpec) != isinstance(right, ArraySpec):
+        return [Difference(path=shown, field="node", left=_kind(left), right=_kind(right))]
+    if left.zarr_format != right.zarr_format:
+        return [Difference(path=shown, field="zarr_format", left=left.zarr_format, right=right.zarr_format)]
+    out = []
+    if _kind(left) != _kind(right):
+        out.append(Difference(path=shown, field="node", left=_kind(left), right=_kind(right)))
+    a, b = _fields(left), _fields(right)
+    for key in [*a, *(k for k in b if k not in a)]:
+        if key == "attributes":
+            out += _attribute_differences(shown, a.get(key, {}), b.get(key, {}))
+        elif canonical_json(a.get(key, None)) != canonical_json(b.get(key, None)) or (key in a) != (key in b):
+            out.append(Difference(path=shown, field=key, left=a.get(key, MISSING), right=b.get(key, MISSING)))
+    return out
+
+
+def _attribute_differences(path: str, a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+    out = []
+    for key in [*a, *(k for k in b if k not in a)]:
+        if key not in a or key not in b or canonical_json(a[key]) != canonical_json(b[key]):
+            out.append(Difference(path=path, field=f"attributes.{key}", left=a.get(key, MISSING),
+                                  right=b.get(key, MISSING)))  # fmt: skip
+    return out
+
+
+def _structural_change(a: Node | None, b: Node | None) -> bool:
+    """Nothing below is compared: a node missing, array vs group, other format, or members unknown."""
+    if a is None or b is None or isinstance(a, ArraySpec) != isinstance(b, ArraySpec) or a.zarr_format != b.zarr_format:
+        return True
+    return any(isinstance(n, GroupSpec) and n.members is None for n in (a, b))
+
+
+def _excluded(field: str, exclude: frozenset[str]) -> bool:
+    return any(field == e or field.startswith(e + ".") for e in exclude)
+
+
+def diff(left: Any, right: Any, *, exclude: Iterable[str] = ()) -> Diff:
+    """What differs between two hierarchies (or arrays): one row per node and field.
+
+    Parameters
+    ----------
+    left, right
+        :class:`ArraySpec` / :class:`GroupSpec`, or zarr_dask ``Array`` / ``Group`` objects (read with
+        :func:`zarr_dask.zom.io.from_store`).
+    exclude
+        Fields to ignore at every node: ``"attributes"`` (all attributes), ``"attributes.history"`` (one),
+        ``"shape"``, ``"codecs"``, ``"node"`` (nodes present on one side only), ``"members"`` (compare the
+        top nodes only).
+
+    Returns
+    -------
+    Diff
+        Falsy when the hierarchies agree.  Below a group whose ``members`` are unknown (``None``) on either
+        side, nothing is compared.  Below nodes of different kinds or formats, nothing more is reported.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = GroupSpec(members={"x": ArraySpec.from_array(np.zeros(3, "f4"))})
+    >>> b = GroupSpec(members={"x": ArraySpec.from_array(np.zeros(4, "f4"), chunks=(3,)), "y": GroupSpec()})
+    >>> print(diff(a, b))
+    path  field  left       right
+    /x    shape  [3]        [4]
+    /y    node   (missing)  "group"
+    >>> bool(diff(a, b, exclude={"shape", "node"}))
+    False
+    """
+    excluded = frozenset(exclude)
+    a_nodes = dict(iter_nodes(_as_spec(left)))
+    b_nodes = dict(iter_nodes(_as_spec(right)))
+    paths = [*a_nodes, *(p for p in b_nodes if p not in a_nodes)]
+    blocked: list[str] = []  # subtrees not compared: members unknown, kind/format changed, "members" excluded
+    out: list[Difference] = []
+    for path in paths:
+        if any(path.startswith(top + "/") or (top == "" and path) for top in blocked):
+            continue
+        a, b = a_nodes.get(path), b_nodes.get(path)
+        out += [d for d in node_differences(path, a, b) if not _excluded(d.field, excluded)]
+        if "members" in excluded or _structural_change(a, b):
+            blocked.append(path)
+    return Diff(tuple(out))
