@@ -19,13 +19,14 @@ FORBIDDEN_INTERNAL = {
     "codecs": {"store", "core", "graph", "zom", "xarray_backend", "cli"},
     "store": {"spec", "codecs", "core", "graph", "zom", "xarray_backend", "cli"},
     "core": {"graph", "zom", "xarray_backend", "cli"},
+    "convert": {"cli", "demo"},
 }
 # third-party module -> the only zarr_dask packages allowed to import it
 ALLOWED_THIRD_PARTY = {
     "numcodecs": {"codecs"},
     "fsspec": {"store"},
-    "xarray": {"xarray_backend"},
-    "dask": {"graph", "xarray_backend", "zom"},
+    "xarray": {"xarray_backend", "demo"},
+    "dask": {"graph", "xarray_backend", "zom", "convert", "demo"},
     "distributed": {"graph", "xarray_backend", "cli"},
 }
 

@@ -26,9 +26,16 @@ _LAZY = {
     "Store": "zarr_dask.store",
     "open_store": "zarr_dask.store",
     "errors": "zarr_dask.errors",
+    "convert": "zarr_dask.convert",
     "ArraySpec": "zarr_dask.zom",
     "GroupSpec": "zarr_dask.zom",
     "zom": "zarr_dask.zom",
+    "append": "zarr_dask.graph",
+    "explain_write": "zarr_dask.graph",
+    "from_zarr": "zarr_dask.graph",
+    "to_zarr": "zarr_dask.graph",
+    "to_zarr_dataset": "zarr_dask.xarray_backend.to_zarr",
+    "to_zarr_datatree": "zarr_dask.xarray_backend.datatree",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -36,6 +43,7 @@ __all__ = sorted([*_LAZY, "__version__"])
 if TYPE_CHECKING:
     from zarr_dask import errors as errors
     from zarr_dask import zom as zom
+    from zarr_dask.convert import convert as convert
     from zarr_dask.core.api import consolidate_metadata as consolidate_metadata
     from zarr_dask.core.api import create_array as create_array
     from zarr_dask.core.api import create_group as create_group
@@ -44,11 +52,17 @@ if TYPE_CHECKING:
     from zarr_dask.core.api import open_group as open_group
     from zarr_dask.core.array import Array as Array
     from zarr_dask.core.group import Group as Group
+    from zarr_dask.graph import append as append
+    from zarr_dask.graph import explain_write as explain_write
+    from zarr_dask.graph import from_zarr as from_zarr
+    from zarr_dask.graph import to_zarr as to_zarr
     from zarr_dask.store import FsspecStore as FsspecStore
     from zarr_dask.store import LocalStore as LocalStore
     from zarr_dask.store import MemoryStore as MemoryStore
     from zarr_dask.store import Store as Store
     from zarr_dask.store import open_store as open_store
+    from zarr_dask.xarray_backend.datatree import to_zarr_datatree as to_zarr_datatree
+    from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset as to_zarr_dataset
     from zarr_dask.zom import ArraySpec as ArraySpec
     from zarr_dask.zom import GroupSpec as GroupSpec
 
@@ -58,7 +72,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if name in ("errors", "zom") else getattr(mod, name)
+    value = mod if name in ("errors", "zom", "convert") else getattr(mod, name)  # convert: a callable module
     globals()[name] = value
     return value
 

@@ -179,6 +179,12 @@ class Group:
         kind = "implicit group" if self.implicit else "Group"
         return f"<zarr_dask.{kind} {self._store.url} {self.name}>"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: attributes and a tree of the members with shapes, chunks and shards."""
+        from zarr_dask.core.html import group_html
+
+        return group_html(self)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Group) and other._store == self._store and other._path == self._path
 

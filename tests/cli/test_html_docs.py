@@ -1,0 +1,128 @@
+"""Notebook HTML of arrays, groups and ZOM specs; the docstring examples of the CLI, convert and logging
+modules; option parsing; the copy planner's memory model."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import zarr_dask
+from tests.cli._helpers import make_hierarchy
+from zarr_dask.convert.options import parse_compressor, parse_dim_sizes, parse_size
+from zarr_dask.convert.plan import Layout, plan_copy, task_memory
+from zarr_dask.core.html import array_html, group_html, spec_html
+from zarr_dask.errors import MetadataError, WritePlanError
+
+MODULES = [
+    "zarr_dask.convert", "zarr_dask.convert.options", "zarr_dask.convert.plan", "zarr_dask.convert.target",
+    "zarr_dask.cli.show", "zarr_dask.logging", "zarr_dask.core.html",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def _well_formed(html: str) -> ET.Element:
+    return ET.fromstring(f"<root>{html}</root>")
+
+
+def test_group_html_is_a_tree(memory_url: str) -> None:
+    make_hierarchy(memory_url, 3, sharded=True)
+    group = zarr_dask.open_group(memory_url)
+    html = group._repr_html_()
+    root = _well_formed(html)
+    items = [" ".join("".join(li.itertext()).split()) for li in root.iter("li")]
+    assert any(i.startswith("📄 t2m (time, lat, lon) (24, 12, 20) float32 chunks (4, 6, 10) shards (12, 12, 20)") for i in items)
+    assert any(i.startswith("📁 surface") and "sst" in i for i in items)
+    assert "Zarr v3" in html and "Conventions" in html and memory_url in html
+
+
+def test_array_and_spec_html(memory_url: str) -> None:
+    a = zarr_dask.create_array(memory_url, shape=(100, 80), dtype="f4", chunks=(10, 20), shards=(50, 80),
+                               dimension_names=["y", "x"], attributes={"units": "<K>"})  # fmt: skip
+    root = _well_formed(array_html(a))
+    text = " ".join(root.itertext())
+    assert "(50, 80) (2 of 20 chunks, 15.6 KiB each)" in text and "<K>" in text and "sharding_indexed(bytes, zstd)" in text
+    lines = root.findall(".//line")
+    assert len(lines) == 1 + 9 + 3  # one shard boundary; inner chunk lines 9 across rows and 3 across columns
+    spec = zarr_dask.zom.from_store(memory_url)
+    assert "zarr_dask.zom.ArraySpec" in spec_html(spec)
+    group = zarr_dask.zom.GroupSpec(members={"a": spec, "g": zarr_dask.zom.GroupSpec(members=None)})
+    html = spec_html(group)
+    _well_formed(html)
+    assert "zarr_dask.zom.GroupSpec" in html and "(members not read)" in html
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 0, 2), (10**6, 10**6)])
+def test_html_of_odd_shapes(shape: tuple[int, ...]) -> None:
+    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=shape, dtype="i2", chunks=tuple(max(1, min(n, 1000)) for n in shape))
+    _well_formed(array_html(a))
+    _well_formed(group_html(zarr_dask.create_group(zarr_dask.MemoryStore())))
+
+
+def test_option_parsing() -> None:
+    assert parse_size("1.5GiB") == 3 * 2**29 and parse_size("10kb") == 10_000
+    assert parse_dim_sizes({"time": "24", 0: -1}) == {"time": 24, 0: -1}
+    assert parse_compressor("gzip") == [{"id": "gzip"}] and parse_compressor('{"id": "zlib"}') == [{"id": "zlib"}]
+    for bad, func in [("2 parsecs", parse_size), (0, parse_size), ("time=0", parse_dim_sizes), ("time=x", parse_dim_sizes),
+                      ("=3", parse_dim_sizes), ("zstd:fast", parse_compressor), ("{oops", parse_compressor)]:  # fmt: skip
+        with pytest.raises(MetadataError):
+            func(bad)
+
+
+def test_planner_refusals_name_the_numbers() -> None:
+    big = Layout(unit=(1000, 1000), chunk=(100, 100))
+    small = Layout(unit=(100, 100), chunk=(100, 100))
+    with pytest.raises(WritePlanError, match=r"one target unit \(shard or chunk\) \(1000, 1000\) needs about 15\.3 MiB .* "
+                       r"leaves 4\.0 MiB per task; raise --max-memory to at least 30\.7 MiB"):  # fmt: skip
+        plan_copy((4000, 4000), 4, small, big, max_memory=8 * 2**20, threads=2)
+    assert plan_copy((4000, 4000), 4, small, big, max_memory=31 * 2**20, threads=2).stages  # the advice works
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    shape=st.lists(st.integers(1, 5000), min_size=1, max_size=3),
+    data=st.data(),
+    budget=st.integers(2**16, 2**28),
+    threads=st.integers(1, 4),
+)
+def test_plans_respect_the_budget(shape: list[int], data: st.DataObject, budget: int, threads: int) -> None:
+    src = tuple(data.draw(st.integers(1, n)) for n in shape)
+    dst = tuple(data.draw(st.integers(1, n)) for n in shape)
+    try:
+        plan = plan_copy(shape, 4, Layout(unit=src, chunk=src), Layout(unit=dst, chunk=dst), max_memory=budget, threads=threads)
+    except WritePlanError:
+        assert task_memory(dst, Layout(unit=dst, chunk=tuple(map(min, src, dst))), Layout(unit=dst, chunk=dst), 4,
+                           budget // threads)[0] > budget // threads or math.prod(src) * 4 > budget // threads // 4  # fmt: skip
+        return
+    for stage in plan.stages:
+        assert stage.memory <= budget // threads
+        # boxes are whole target units (or the whole dimension)
+        assert all(b % u == 0 or b == n for b, u, n in zip(stage.box, stage.target.unit, shape))
+    assert plan.stages[-1].target.unit == dst and plan.stages[0].source.chunk == src
+    if plan.staged:
+        mid = plan.intermediate
+        assert mid is not None and all(min(s, d) <= m <= max(s, d, 1) for s, d, m in zip(src, dst, mid))
+
+
+def test_box_counts_follow_the_target_grid(memory_url: str) -> None:
+    values = np.arange(7 * 9, dtype="i2").reshape(7, 9)
+    zarr_dask.create_array(memory_url + "/s", shape=(7, 9), dtype="i2", chunks=(1, 9))[:] = values
+    # 200 bytes per task: a box of one target chunk (2, 9) fits, two do not
+    report = zarr_dask.convert(memory_url + "/s", memory_url + "/d", chunks=(2, 9), max_memory=200, threads=1,
+                               scheduler="synchronous")  # fmt: skip
+    (p,) = report.arrays[0].passes
+    assert p.box == (2, 9) and p.tasks == 4 and p.memory <= 200
+    assert p.write_plan is not None and (p.write_plan.tasks, p.write_plan.keys, p.write_plan.aligned) == (4, 4, True)
+    assert report.stats["tasks"] == 4 and report.stats["read_requests"] == 7
+    np.testing.assert_array_equal(zarr_dask.open_array(memory_url + "/d")[:], values)

@@ -1,0 +1,272 @@
+"""from_zarr: default blocks, values on every store, lazy graphs, slice fusion, batched requests, pickling."""
+
+from __future__ import annotations
+
+import pickle
+import time
+import warnings
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.array.core import PerformanceWarning
+from dask.callbacks import Callback
+
+import zarr_dask
+from tests.graph._helpers import SHARDS_SUPPORTED, CallCounter, create, reference_data
+from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.store import MemoryStore, open_store
+
+
+class TaskLog(Callback):
+    """Records the tasks a local scheduler runs (Alias placeholders excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[Any] = []
+
+    def _pretask(self, key: Any, dsk: Any, state: Any) -> None:
+        if type(dsk[key]).__name__ != "Alias":
+            self.keys.append(key)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_values_on_every_store(any_store_url: tuple[Any, Any], zarr_format: int) -> None:
+    url, options = any_store_url
+    data = reference_data((23, 17))
+    a = create(open_store(url, storage_options=options), data.shape, (5, 4), dtype="f8", zarr_format=zarr_format)
+    a[:] = data
+    x = zarr_dask.from_zarr(url, storage_options=options)
+    assert x.dtype == data.dtype and x.shape == data.shape
+    np.testing.assert_array_equal(x.compute(), data)
+    y = zarr_dask.from_zarr(url, storage_options=options, chunks=(5, 4))
+    np.testing.assert_array_equal(y[3:19:3, ::-2].compute(), data[3:19:3, ::-2])
+
+
+def test_default_chunks_merge_units_up_to_the_dask_target() -> None:
+    a = create(MemoryStore(), (400, 300), (10, 30), dtype="f4")
+    with dask.config.set({"array.chunk-size": "100kB"}):
+        x = zarr_dask.from_zarr(a)
+    assert all(c % 10 == 0 for c in x.chunks[0][:-1]) and all(c % 30 == 0 for c in x.chunks[1][:-1])
+    assert max(x.chunks[0]) * max(x.chunks[1]) * 4 <= 100_000
+    assert x.numblocks[0] * x.numblocks[1] > 1
+    with dask.config.set({"array.chunk-size": "128MiB"}):
+        assert zarr_dask.from_zarr(a).chunks == ((400,), (300,))
+
+
+@pytest.mark.skipif(not SHARDS_SUPPORTED, reason="create_array(shards=) is not available yet")
+def test_sharded_default_chunks_are_shards() -> None:
+    a = create(MemoryStore(), (64, 64), (4, 4), shards=(16, 32), dtype="f8")
+    data = reference_data(a.shape)
+    a[:] = data
+    with dask.config.set({"array.chunk-size": "4KiB"}):  # exactly one shard per block
+        x = zarr_dask.from_zarr(a)
+    assert x.chunks == ((16,) * 4, (32,) * 2)
+    np.testing.assert_array_equal(x.compute(), data)
+    with pytest.warns(PerformanceWarning, match=r"split the storage shards \(16, 32\).*fetched and decoded 4\.00"):
+        y = zarr_dask.from_zarr(a, chunks=(8, 16))
+    np.testing.assert_array_equal(y.compute(), data)
+
+
+def test_rectilinear_grid_gives_irregular_blocks() -> None:
+    a = create(MemoryStore(), (10, 6), ((3, 1, 6), 6), dtype="i4")
+    data = np.arange(60, dtype="i4").reshape(10, 6)
+    a[:] = data
+    with dask.config.set({"array.chunk-size": "40B"}):
+        x = zarr_dask.from_zarr(a)
+    assert x.chunks[0] in {(3, 1, 6), (4, 6)}
+    np.testing.assert_array_equal(x.compute(), data)
+
+
+def test_split_warning_names_cost_and_fix() -> None:
+    a = create(MemoryStore(), (100,), (10,), dtype="i1")
+    with pytest.warns(PerformanceWarning) as rec:
+        zarr_dask.from_zarr(a, chunks=5)
+    message = str(rec[0].message)
+    assert "chunks (10,)" in message and "2.00 times" in message and "chunks=None" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zarr_dask.from_zarr(a, chunks=20)  # multiples of the unit: no warning
+        zarr_dask.from_zarr(a, chunks="auto")
+
+
+def test_huge_grid_builds_lazily_and_a_small_selection_runs_one_task() -> None:
+    store = MemoryStore()
+    a = create(store, (1000, 1_000_000), (1, 1000), dtype="f4")  # 10^6 chunks
+    a[0, :2000] = np.arange(2000, dtype="f4")
+    t0 = time.perf_counter()
+    x = zarr_dask.from_zarr(a, chunks=(1, 1000))  # one dask block per chunk: 10^6 blocks
+    build = time.perf_counter() - t0
+    assert x.numblocks == (1000, 1000)
+    assert build < 1.0, f"building the dask array took {build:.2f} s"
+    y = x[0, :10]
+    assert len(dict(y.__dask_optimize__(y.__dask_graph__(), y.__dask_keys__()))) <= 2  # one task + an alias
+    store.counters.reset()
+    with TaskLog() as log:
+        out = y.compute(scheduler="sync")
+    np.testing.assert_array_equal(out, np.arange(10, dtype="f4"))
+    assert len(log.keys) == 1
+    assert store.counters.snapshot()["get"] == 1
+    # the default (merged) blocks: the selection is still fused into the read, fetching one key
+    store.counters.reset()
+    with TaskLog() as log:
+        np.testing.assert_array_equal(zarr_dask.from_zarr(a)[0, :10].compute(scheduler="sync"), out)
+    assert len(log.keys) == 1 and store.counters.snapshot()["get"] == 1
+
+
+@pytest.mark.parametrize("inline_array", [False, True])
+def test_one_batched_store_call_per_block(memory_url: str, inline_array: bool) -> None:
+    store = open_store(memory_url)
+    assert store.batched_io
+    a = create(store, (40, 40), (5, 5), dtype="i2")
+    a[:] = np.arange(1600, dtype="i2").reshape(40, 40)
+    x = zarr_dask.from_zarr(a, chunks=(20, 40), inline_array=inline_array)
+    counter = CallCounter()
+    original = type(store).get_many
+    try:
+        type(store).get_many = counter.wrap(original)  # type: ignore[method-assign]
+        store.counters.reset()
+        block = x.blocks[1, 0].compute(scheduler="sync")
+    finally:
+        type(store).get_many = original  # type: ignore[method-assign]
+    np.testing.assert_array_equal(block, np.arange(1600, dtype="i2").reshape(40, 40)[20:])
+    assert counter.calls == 1  # the block's 32 chunks in one batched call
+    assert store.counters.snapshot()["get"] == 32
+
+
+def test_names_are_deterministic_and_tokens_small() -> None:
+    a = create(MemoryStore(name="det"), (30, 30), (10, 10), dtype="f8")
+    x, y = zarr_dask.from_zarr(a), zarr_dask.from_zarr(a)
+    assert x.name == y.name
+    assert zarr_dask.from_zarr(a, chunks=(10, 30)).name != x.name
+    assert zarr_dask.from_zarr(a, name="mine").name == "mine"
+    assert zarr_dask.from_zarr(a, name=False).name != zarr_dask.from_zarr(a, name=False).name
+    b = create(MemoryStore(name="det"), (30, 30), (10, 10), dtype="f4")
+    assert zarr_dask.from_zarr(b).name != x.name  # the metadata is part of the token
+
+
+def test_graph_pickles_small(tmp_path: Any) -> None:
+    url = str(tmp_path / "p.zarr")
+    create(url, (500, 500), (10, 10), dtype="f4")
+    x = zarr_dask.from_zarr(url, chunks=(10, 10))  # 2500 blocks
+    graph = dict(x.__dask_optimize__(x.__dask_graph__(), x.__dask_keys__()))
+    size = len(pickle.dumps(graph))
+    assert size / len(graph) < 300, f"{size / len(graph):.0f} bytes per task"
+    handle = next(iter(v for v in graph.values() if hasattr(v, "args"))).args[0]
+    handle = getattr(handle, "value", handle)
+    assert len(pickle.dumps(handle)) < 3000
+
+
+def test_handle_pickles_by_configuration_and_reuses_its_pipeline(tmp_path: Any) -> None:
+    a = create(str(tmp_path / "h.zarr"), (8, 8), (4, 4), dtype="i4")
+    h = ArrayHandle(a.store, a.path, a.metadata)
+    h.io.pipeline  # noqa: B018
+    assert len(pickle.dumps(h)) < 2000  # configuration only, not the built pipeline
+    h2, h3 = pickle.loads(pickle.dumps(h)), pickle.loads(pickle.dumps(h))
+    assert h2 == h and h2 is h3  # rebuilt once per process
+    assert dask.base.tokenize(h) == dask.base.tokenize(h2)
+
+
+def test_zero_size_0d_and_object_arrays() -> None:
+    a = create(MemoryStore(), (0, 5), (3, 3), dtype="f8")
+    assert zarr_dask.from_zarr(a).compute().shape == (0, 5)
+    b = create(MemoryStore(), (), (), dtype="i8")
+    b[...] = 7
+    x = zarr_dask.from_zarr(b)
+    assert x.shape == () and int(x.compute()) == 7
+    c = create(MemoryStore(), (5,), (2,), dtype=str)
+    c[:] = np.array(["a", "bb", "", "dddd", "e"], dtype=object)
+    assert zarr_dask.from_zarr(c).compute().tolist() == ["a", "bb", "", "dddd", "e"]
+
+
+def test_fancy_selections_fused_into_the_read_follow_numpy() -> None:
+    a = create(MemoryStore(), (20, 30), (4, 7), dtype="i4")
+    data = np.arange(600, dtype="i4").reshape(20, 30)
+    a[:] = data
+    x = zarr_dask.from_zarr(a, chunks=(8, 14))
+    np.testing.assert_array_equal(x[[1, 5, 17], 3:9].compute(), data[[1, 5, 17], 3:9])
+    np.testing.assert_array_equal(x[2, [0, -1, 4]].compute(), data[2, [0, -1, 4]])
+    np.testing.assert_array_equal(x[data[:, 0] % 3 == 0].compute(), data[data[:, 0] % 3 == 0])
+    np.testing.assert_array_equal(x[None, 3, ::4].compute(), data[None, 3, ::4])
+    h = ArrayHandle(a.store, a.path, a.metadata)
+    np.testing.assert_array_equal(h[[1, 2], [3, 4]], data[[1, 2], [3, 4]])  # NumPy (pointwise) semantics
+
+
+def test_from_zarr_accepts_urls_components_arrays_and_rejects_others(tmp_path: Any) -> None:
+    root = str(tmp_path / "g.zarr")
+    zarr_dask.create_group(root)
+    a = zarr_dask.create_array(root, path="sub/x", shape=(6,), chunks=(2,), dtype="i1")
+    a[:] = np.arange(6)
+    np.testing.assert_array_equal(zarr_dask.from_zarr(root, component="sub/x").compute(), np.arange(6))
+    np.testing.assert_array_equal(zarr_dask.from_zarr(a).compute(), np.arange(6))
+    with pytest.raises(zarr_dask.errors.ArrayNotFoundError):
+        zarr_dask.from_zarr(root, component="nothing")
+    with pytest.raises(TypeError, match="zarr-python array"):
+        zarr_dask.from_zarr(np.arange(3))
+    with pytest.raises(TypeError, match="component"):
+        zarr_dask.from_zarr(a, component="x")
+
+
+def test_works_with_dask_operations_and_assert_eq() -> None:
+    a = create(MemoryStore(), (50, 40), (7, 9), dtype="f8")
+    data = reference_data(a.shape)
+    a[:] = data
+    x = zarr_dask.from_zarr(a, chunks=(14, 18))
+    da.utils.assert_eq(x, data)
+    da.utils.assert_eq((x + 1).sum(axis=0), (data + 1).sum(axis=0))
+    da.utils.assert_eq(x.T[::3, 5:], data.T[::3, 5:])
+
+
+@pytest.mark.skipif(not SHARDS_SUPPORTED, reason="create_array(shards=) is not available yet")
+def test_sharded_block_reads_each_index_once_and_coalesces(memory_url: str) -> None:
+    store = open_store(memory_url)
+    # 2 MiB shards of 8 KiB inner chunks: a block of two adjacent inner chunks needs a small part of its shard
+    a = create(store, (512, 1024), (32, 32), shards=(512, 512), dtype="f8", compressors=None)
+    data = reference_data(a.shape)
+    a[:] = data
+    with pytest.warns(PerformanceWarning):
+        x = zarr_dask.from_zarr(a, chunks=(32, 64))
+    counter = CallCounter()
+    original = type(store).get_ranges
+    try:
+        type(store).get_ranges = counter.wrap(original)  # type: ignore[method-assign]
+        with store.counters.counting() as one_shard:
+            np.testing.assert_array_equal(x.blocks[2, 1].compute(scheduler="sync"), data[64:96, 64:128])
+        assert one_shard["get"] == 0 and one_shard["get_range"] == 2  # the index, then one coalesced range
+        assert counter.calls == 2
+        with pytest.warns(PerformanceWarning):
+            y = zarr_dask.from_zarr(a, chunks=(32, (448, 128, 448)))
+        counter.calls = 0
+        with store.counters.counting() as two_shards:  # block (0, 1) spans columns 448..576: both shards
+            np.testing.assert_array_equal(y.blocks[0, 1].compute(scheduler="sync"), data[:32, 448:576])
+        assert two_shards["get"] == 0 and two_shards["get_range"] == 2 + 2  # an index and a range per shard
+        assert counter.calls == 2  # one batched call for the indexes, one for the data
+    finally:
+        type(store).get_ranges = original  # type: ignore[method-assign]
+
+
+def test_block_memory_is_recycled_and_views_keep_it() -> None:
+    import gc
+
+    from zarr_dask.graph.buffers import POOL
+
+    a = create(MemoryStore(), (1024, 512), (256, 512), dtype="f8")  # 4 MiB, in 1 MiB chunks
+    a[:] = 1.5
+    POOL.clear()
+    x = zarr_dask.from_zarr(a, chunks=(512, 512))  # two 2 MiB blocks
+    held = x.persist(scheduler="sync")  # the blocks stay in memory
+    assert POOL.idle_bytes == 0
+    del held
+    gc.collect()
+    assert POOL.idle_bytes == 4 << 20  # both buffers back in the pool
+    h = ArrayHandle(a.store, a.path, a.metadata)
+    block = h[:512]  # the same memory, reused
+    assert POOL.idle_bytes == 2 << 20
+    view = block[::7]
+    del block
+    assert POOL.idle_bytes == 2 << 20  # the view still uses it
+    np.testing.assert_array_equal(view, 1.5)
+    del view
+    assert POOL.idle_bytes == 4 << 20

@@ -1,0 +1,261 @@
+"""``zarr-dask validate``: metadata, convention and (``--data``) chunk problems of a hierarchy.
+
+Checks, from one listing of the store and one batched read of every metadata document:
+
+* every document parses, every array's codecs can be built (unknown or unsafe codecs, bad shard shapes);
+* no node lies inside an array; nodes of the other Zarr format and groups without a document (implicit
+  groups) are reported as warnings (zarr-python does not show them);
+* keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
+* consolidated metadata matches the nodes' own documents (stale consolidated metadata is an error);
+* ``--convention xarray``: :func:`zarr_dask.zom.conventions.xarray`;
+* ``--data``: every stored chunk (every shard, with its index) is fetched and decoded; checksums
+  (``crc32c``) are verified by decoding.
+
+Errors make the command exit with status 1; warnings do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import zarr_dask
+from zarr_dask.cli import human, node_arguments, storage_options
+from zarr_dask.core import nodes
+from zarr_dask.errors import ZarrDaskError
+from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.paths import key_prefix, normalize_path
+from zarr_dask.store import Store, open_store
+
+__all__ = ["Finding", "register", "validate"]
+
+_DOCS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: where (``"/a/b"``), how bad, what and how to fix it."""
+
+    path: str
+    severity: Literal["error", "warning"]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity.upper():<7} {self.path}: {self.message}"
+
+
+def _rel(path: str, root: str) -> str:
+    return "/" + path[len(root) :].strip("/") if root else "/" + path
+
+
+def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -> dict[str, Any]:
+    """Node path -> metadata for every node with documents under ``root``."""
+    paths = sorted({k.rpartition("/")[0] for k in keys if k.rpartition("/")[2] in _DOCS})
+    docs = store.get_many([k for k in keys if k.rpartition("/")[2] in _DOCS])
+    found: dict[str, Any] = {}
+    for path in paths:
+        try:
+            meta = nodes.parse_node({k: v for k, v in docs.items() if k.rpartition("/")[0] == path}, path, store)
+        except ZarrDaskError as e:
+            out.append(Finding(_rel(path, root), "error", e.problem))
+            continue
+        if meta is not None:
+            found[path] = meta
+    return found
+
+
+def _check_structure(root: str, found: Mapping[str, Any], fmt: int, out: list[Finding]) -> None:
+    arrays = [p for p, m in found.items() if nodes.is_array(m)]
+    for path, meta in found.items():
+        above = [a for a in arrays if path.startswith(a + "/")]
+        if above:
+            out.append(Finding(_rel(path, root), "error", f"a node inside the array {_rel(above[0], root)}; readers never see it"))
+        elif meta.zarr_format != fmt:
+            out.append(Finding(_rel(path, root), "warning", f"a Zarr v{meta.zarr_format} node in a v{fmt} hierarchy: "
+                               "readers of the hierarchy do not see it; convert it (zarr-dask convert)"))  # fmt: skip
+        for parent in _parents(path, root):
+            if parent not in found:
+                out.append(Finding(_rel(parent, root), "warning", "a group without a metadata document (implicit "
+                                   "group): zarr-python and older readers do not show it or what is below it; "
+                                   "write a group document (e.g. zarr_dask.create_group) or consolidate"))  # fmt: skip
+
+
+def _parents(path: str, root: str) -> list[str]:
+    parts = path[len(root) :].strip("/").split("/")[:-1]
+    base = root
+    out = []
+    for p in parts:
+        base = f"{base}/{p}" if base else p
+        out.append(base)
+    return out
+
+
+def _keys_by_array(keys: list[str], arrays: set[str]) -> dict[str, list[str]]:
+    """Array path -> the keys below it (each key goes to the nearest array above it), in one pass."""
+    out: dict[str, list[str]] = {a: [] for a in arrays}
+    for key in keys:
+        parts = key.split("/")
+        owner = "" if "" in arrays else None
+        for i in range(1, len(parts)):
+            head = "/".join(parts[:i])
+            if head in arrays:
+                owner = head
+                break
+        if owner is not None:
+            out[owner].append(key)
+    return out
+
+
+def _stray(meta: Any, prefix: str, keys: list[str]) -> list[str]:
+    grid = meta.chunk_grid.grid_shape(meta.shape)
+    stray = []
+    for key in keys:
+        name = key[len(prefix) :]
+        if name in _DOCS:
+            continue
+        try:
+            coords = meta.chunk_key_encoding.decode(name)
+            ok = len(coords) == len(grid) and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
+        except ZarrDaskError:
+            ok = False
+        if not ok:
+            stray.append(name)
+    return stray
+
+
+def _check_arrays(
+    store: Store, root: str, found: Mapping[str, Any], keys: list[str], out: list[Finding]
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    arrays = {p for p, m in found.items() if nodes.is_array(m)}
+    by_array = _keys_by_array(keys, arrays)
+    opened: dict[str, Any] = {}
+    for path in sorted(arrays):
+        try:
+            opened[path] = zarr_dask.open_array(store, path=path, mode="r")
+        except ZarrDaskError as e:
+            out.append(Finding(_rel(path, root), "error", e.problem))
+            continue
+        stray = _stray(found[path], key_prefix(path), by_array[path])
+        if stray:
+            out.append(Finding(_rel(path, root), "warning", f"{len(stray)} key(s) that are not chunks of this array "
+                               f"(e.g. {stray[0]!r}): left over after a resize, or foreign files"))  # fmt: skip
+    return opened, by_array
+
+
+def _check_consolidated(store: Store, root: str, found: Mapping[str, Any], out: list[Finding]) -> None:
+    meta = found.get(root)
+    cm = None
+    if isinstance(meta, GroupMetadataV3):
+        cm = meta.consolidated_metadata
+    elif isinstance(meta, GroupMetadataV2):
+        data = store.get(key_prefix(root) + ".zmetadata")
+        cm = nodes.read_consolidated_v2(store, root, data) if data is not None else None
+    if cm is None or meta is None:
+        return
+    actual = {p[len(root) :].strip("/"): m for p, m in found.items() if p != root and m.zarr_format == meta.zarr_format}
+    stale = sorted(set(cm.nodes) ^ set(actual))
+    stale += sorted(p for p in set(cm.nodes) & set(actual) if _docs(cm.nodes[p]) != _docs(actual[p]))
+    if stale:
+        out.append(Finding(_rel(root, root), "error", f"the consolidated metadata is stale ({len(stale)} node(s) differ "
+                           f"from their own documents, e.g. /{stale[0]}); run 'zarr-dask consolidate'"))  # fmt: skip
+
+
+def _docs(meta: Any) -> Any:
+    if isinstance(meta, GroupMetadataV3):
+        meta = meta.__class__(attributes=meta.attributes, extra_fields=meta.extra_fields)
+    return meta.to_documents()
+
+
+def _check_data(
+    opened: Mapping[str, Any], keys: Mapping[str, list[str]], root: str, threads: int, out: list[Finding]
+) -> tuple[int, int]:
+    """Decode every stored storage unit (``keys``: the listing, per array); returns (units, bytes decoded)."""
+    work = []
+    for path, array in opened.items():
+        meta = array.metadata
+        prefix = key_prefix(path)
+        grids = meta.chunk_grid.dim_grids(meta.shape)
+        for key in keys[path]:
+            try:
+                coords = meta.chunk_key_encoding.decode(key[len(prefix) :])
+            except ZarrDaskError:
+                continue
+            if len(coords) == len(grids) and all(0 <= c < g.nchunks() for c, g in zip(coords, grids, strict=True)):
+                sel = tuple(slice(g.start(c), g.start(c) + g.data_size(c)) for g, c in zip(grids, coords, strict=True))
+                work.append((path, array, key, sel))
+
+    def decode(item: tuple[str, Any, str, tuple[slice, ...]]) -> tuple[int, Finding | None]:
+        path, array, key, sel = item
+        try:
+            return int(array[sel].nbytes) if sel else int(array.dtype.itemsize), None
+        except (ZarrDaskError, ValueError, OSError) as e:
+            return 0, Finding(_rel(path, root), "error", f"key {key!r} cannot be read: {getattr(e, 'problem', e)}")
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        results = list(pool.map(decode, work))
+    out += [f for _, f in results if f is not None]
+    return len(work), sum(n for n, _ in results)
+
+
+def validate(url: Any, *, path: str = "", convention: str | None = None, data: bool = False,
+             storage_options: Mapping[str, Any] | None = None, threads: int | None = None) -> tuple[list[Finding], dict[str, Any]]:  # fmt: skip
+    """Check the hierarchy at ``url``/``path``; returns the findings and counts (see the module docstring)."""
+    store = open_store(url, storage_options=dict(storage_options or {}) or None, read_only=True)
+    root = normalize_path(path)
+    out: list[Finding] = []
+    keys = store.list_prefix(key_prefix(root))
+    found = _parse_nodes(store, root, keys, out)
+    if not found and not out:
+        raise zarr_dask.errors.NodeNotFoundError("nothing to validate here (no metadata document below)", store=store.url, path=root)
+    fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
+    _check_structure(root, found, fmt, out)
+    opened, by_array = _check_arrays(store, root, found, keys, out)
+    _check_consolidated(store, root, found, out)
+    if convention == "xarray" and not any(f.severity == "error" for f in out):
+        from zarr_dask.zom import conventions, from_store
+
+        spec = from_store(store, path=root, use_consolidated=False)
+        out += [Finding(p.path, "error", p.message) for p in conventions.xarray(spec)]
+    counts: dict[str, Any] = {"nodes": len(found), "arrays": len(opened)}
+    if data:
+        t0 = time.perf_counter()
+        counts["units_decoded"], counts["bytes_decoded"] = _check_data(opened, by_array, root, threads or os.cpu_count() or 1, out)
+        counts["seconds"] = round(time.perf_counter() - t0, 3)
+    return out, counts
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    findings, counts = validate(args.url, path=args.path, convention=args.convention, data=args.data,
+                                storage_options=storage_options(args.storage_options), threads=args.threads)  # fmt: skip
+    errors = sum(f.severity == "error" for f in findings)
+    if args.json:
+        print(json.dumps({"ok": errors == 0, "counts": counts,
+                          "findings": [f.__dict__ for f in findings]}, indent=2))  # fmt: skip
+        return 1 if errors else 0
+    for f in findings:
+        print(f)
+    checked = f"{counts['nodes']} node(s), {counts['arrays']} array(s)"
+    if "units_decoded" in counts:
+        checked += f"; decoded {counts['units_decoded']} stored chunk(s)/shard(s), {human(counts['bytes_decoded'])} in {counts['seconds']} s"
+    warnings = len(findings) - errors
+    print(f"{'OK' if not errors else 'FAILED'}: {checked}; {errors} error(s), {warnings} warning(s)")
+    return 1 if errors else 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``validate`` to the ``zarr-dask`` sub-parsers."""
+    p = sub.add_parser("validate", parents=[common], help="check metadata, conventions and (--data) every chunk",
+                       description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    node_arguments(p)
+    p.add_argument("--convention", choices=("xarray",), default=None, help="also check a convention")
+    p.add_argument("--data", action="store_true", help="fetch and decode every stored chunk (verifies checksums)")
+    p.add_argument("--threads", type=int, default=None, help="chunks decoded at once with --data (default: CPUs)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_validate)

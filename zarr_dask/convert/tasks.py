@@ -1,0 +1,244 @@
+"""The copy tasks of a conversion, their dask graph and how it runs.
+
+One task copies one box (whole target units; see :mod:`zarr_dask.convert.plan`): it reads the box from the
+source in batches of chunks, writes the target units inside it in batches, and returns the requests and bytes
+it made -- counted on fresh views of the two stores, so tasks running side by side (or in other processes,
+whose stores count separately) each report their own. A staged array's second pass waits for its first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from dask._task_spec import DataNode, Task, TaskRef
+from dask.base import tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from zarr_dask.core import chunk_io
+from zarr_dask.core.indexing import DimSelection, chunk_projections
+from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.plan import WritePlan
+
+__all__ = ["CopyJob", "Stats", "build_graph", "copy_box", "merge", "run_graph", "write_plan"]
+
+log = logging.getLogger("zarr_dask.convert")
+
+Box = tuple[tuple[int, int], ...]
+#: Counters every task reports (summed over the tasks).
+STAT_KINDS = (
+    "tasks", "nbytes", "read_requests", "bytes_read", "write_requests", "bytes_written", "delete_requests",
+    "list_requests",
+)  # fmt: skip
+Stats = dict[str, int]
+_FAN_IN = 32
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyJob:
+    """One pass over one array: copy ``source`` into ``target`` box by box."""
+
+    path: str  #: the array's path in the target hierarchy (for messages)
+    source: ArrayHandle
+    target: ArrayHandle
+    box: tuple[int, ...]
+    read_batch: int
+    write_batch: int
+
+    def edges(self) -> list[list[int]]:
+        """Per dimension, where the boxes start (whole target units), then the extent."""
+        out = []
+        for grid, n, b in zip(self.target.io.grids, self.target.shape, self.box, strict=True):
+            nunits = grid.nchunks()
+            unit = max(grid.size(0), 1) if nunits else 1
+            step = max(1, -(-b // unit))
+            out.append([min(grid.start(i), n) for i in range(0, nunits, step)] + [n] if nunits and n else [])
+        return out
+
+    def boxes(self) -> Iterator[Box]:
+        """Every box, in C order."""
+        per_dim = [list(itertools.pairwise(e)) for e in self.edges()]
+        for combo in itertools.product(*per_dim):
+            yield tuple(combo)
+
+    def box_keys(self, box: Box) -> Iterator[str]:
+        """The target storage keys inside ``box``."""
+        io = self.target.io
+        ranges = [g.chunk_range(lo, hi) for g, (lo, hi) in zip(io.grids, box, strict=True)]
+        for coords in itertools.product(*ranges):
+            yield io.chunk_key(tuple(coords))
+
+    def pending(self, present: set[str] | None) -> list[Box]:
+        """The boxes still to copy: all, or (resuming) those with a target key not stored yet."""
+        if present is None:
+            return list(self.boxes())
+        return [b for b in self.boxes() if not all(k in present for k in self.box_keys(b))]
+
+
+def _counts(store: Any) -> dict[str, int]:
+    c = store.counters.snapshot()
+    return c if isinstance(c, dict) else {}
+
+
+_LIBC: Any = None
+#: Buffers from this size up are mapped from (and given back to) the system at once (glibc's ``mallopt``).
+MMAP_THRESHOLD = 2**20
+
+
+def _libc() -> Any:
+    """glibc, set up once per process: a fixed mmap threshold, so that freed buffers of a MiB or more go back
+    to the system at once. (By default glibc raises the threshold to the largest block freed so far and keeps
+    later blocks of that size in per-thread arenas: a process running tasks on several threads then holds
+    well above the tasks' own peak, and ``max_memory`` would not bound it.)"""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            _LIBC = libc
+        except (OSError, AttributeError):  # not glibc: nothing to tune
+            _LIBC = False
+    return _LIBC
+
+
+def _release_memory() -> None:
+    """Give the memory a finished task freed back to the system."""
+    libc = _libc()
+    if libc:
+        libc.malloc_trim(0)
+
+
+def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_batch: int) -> int:
+    """Read ``box`` from ``src`` in batches of chunks and write it to ``dst`` in batches of units."""
+    dims = [DimSelection(lo, hi, 1) for lo, hi in box]
+    out = np.empty(tuple(hi - lo for lo, hi in box), dtype=src.dtype)
+    if out.size:
+        reads = list(chunk_projections(dims, src.io.grids, src.shape))
+        for i in range(0, len(reads), read_batch):
+            src.io.read_into(out, reads[i : i + read_batch])
+        value = out if out.dtype == dst.dtype else out.astype(dst.dtype)
+        writes = list(chunk_projections(dims, dst.io.grids, dst.shape))
+        for i in range(0, len(writes), write_batch):
+            dst.io.write_from(value, writes[i : i + write_batch])
+    return int(out.nbytes)
+
+
+def copy_box(source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, *_after: Any) -> Stats:
+    """Copy one box; returns the task's :data:`Stats` (never data)."""
+    src = ArrayHandle(source.store.with_read_only(True), source.path, source.metadata,
+                      allow_unsafe_codecs=source.allow_unsafe_codecs)  # fmt: skip
+    dst = ArrayHandle(target.store.with_read_only(False), target.path, target.metadata,
+                      allow_unsafe_codecs=target.allow_unsafe_codecs, write_empty_chunks=target.write_empty_chunks)  # fmt: skip
+    _libc()
+    try:
+        nbytes = _copy(src, dst, box, read_batch, write_batch)
+    finally:
+        # the per-thread decode buffers would otherwise outlive the task (one per chunk shape seen)
+        chunk_io._SCRATCH.__dict__.pop("bufs", None)
+        _release_memory()
+    r, w = _counts(src.store), _counts(dst.store)
+    return {
+        "tasks": 1,
+        "nbytes": nbytes,
+        "read_requests": r.get("get", 0) + r.get("get_range", 0),
+        "bytes_read": r.get("bytes_read", 0),
+        "write_requests": w.get("set", 0),
+        "bytes_written": w.get("bytes_written", 0),
+        "delete_requests": w.get("delete", 0),
+        "list_requests": r.get("list", 0) + w.get("list", 0),
+    }
+
+
+def merge(*stats: Stats) -> Stats:
+    """The sum of task statistics."""
+    out = dict.fromkeys(STAT_KINDS, 0)
+    for s in stats:
+        for k, v in s.items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def _fan_in(keys: Sequence[Any], name: str, final: Any, tasks: dict[Any, Any]) -> None:
+    """``final`` = merge of ``keys``, through a tree of at most 32 inputs per task."""
+    level = list(keys)
+    depth = 0
+    while len(level) > _FAN_IN:
+        nxt = []
+        for i in range(0, len(level), _FAN_IN):
+            key = (f"{name}-merge-{depth}", i // _FAN_IN)
+            tasks[key] = Task(key, merge, *(TaskRef(k) for k in level[i : i + _FAN_IN]))
+            nxt.append(key)
+        level, depth = nxt, depth + 1
+    tasks[final] = Task(final, merge, *(TaskRef(k) for k in level))
+
+
+def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]]) -> Delayed:
+    """A graph that runs every array's passes (the second pass of a staged array after its first) and
+    computes to the merged :data:`Stats`."""
+    token = tokenize([[(job.source, job.target, job.box, boxes) for job, boxes in stages] for stages in arrays])
+    name = f"zarr-dask-convert-{token}"
+    tasks: dict[Any, Any] = {}
+    ends: list[Any] = []
+    for a, stages in enumerate(arrays):
+        after: list[Any] = []
+        for s, (job, boxes) in enumerate(stages):
+            src, dst = DataNode(None, job.source), DataNode(None, job.target)
+            keys = []
+            for b, box in enumerate(boxes):
+                key = (f"{name}-copy-{a}-{s}", b)
+                tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch, *after)
+                keys.append(key)
+            done = (f"{name}-done", a, s)
+            _fan_in(keys, f"{name}-{a}-{s}", done, tasks)
+            after = [TaskRef(done)]
+            ends.append(done)
+    final = f"{name}-total"
+    _fan_in(ends, f"{name}-total", final, tasks)
+    graph = HighLevelGraph.from_collections(name, MaterializedLayer(tasks), dependencies=())
+    return cast(Delayed, cast(Any, Delayed)(final, graph, layer=name))
+
+
+def run_graph(graph: Delayed, *, scheduler: Any, threads: int, progress: bool) -> Stats:
+    """Run the copy graph on ``scheduler`` (a ``distributed.Client``), else on dask's local scheduler
+    ``scheduler`` (None/``"threads"`` with ``threads`` workers, ``"synchronous"``: in this thread)."""
+    if scheduler is not None and not isinstance(scheduler, str):
+        future = scheduler.compute(graph)
+        if progress:
+            distributed: Any = importlib.import_module("distributed")
+            distributed.progress(future)
+            print(file=sys.stderr)
+        return cast(Stats, future.result())
+    run: Any = graph
+    if progress:
+        diagnostics: Any = importlib.import_module("dask.diagnostics")
+        with diagnostics.ProgressBar(out=sys.stderr, dt=0.5):
+            return cast(Stats, run.compute(scheduler=scheduler or "threads", num_workers=threads))
+    return cast(Stats, run.compute(scheduler=scheduler or "threads", num_workers=threads))
+
+
+def write_plan(job: CopyJob) -> WritePlan | None:
+    """The dask engine's write plan of one pass (its boxes as dask blocks), or None for an empty array."""
+    import dask.array as da
+
+    from zarr_dask.core import nodes
+    from zarr_dask.graph.target import Target
+    from zarr_dask.graph.write import make_plan
+
+    edges = job.edges()
+    if any(len(e) < 2 for e in edges):
+        return None
+    chunks = tuple(tuple(int(b - a) for a, b in itertools.pairwise(e)) for e in edges)
+    blocks = cast(Any, da).empty(job.target.shape, chunks=chunks, dtype=job.target.dtype)
+    target = Target(handle=job.target, offsets=(0,) * len(chunks), action="create",
+                    documents=nodes.documents(job.target.path, job.target.metadata))  # fmt: skip
+    return make_plan(blocks, target)

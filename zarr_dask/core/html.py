@@ -1,0 +1,200 @@
+"""HTML for notebooks (``_repr_html_``) of arrays, groups and ZOM specs: a tree, shapes, chunk/shard layout.
+
+Everything is computed from metadata (no listing, no chunk reads), so rendering a huge hierarchy is cheap.
+The renderers take any object with ``metadata`` (an :class:`~zarr_dask.Array` or a ZOM ``ArraySpec``) or
+group-like objects (a :class:`~zarr_dask.Group` or a ZOM ``GroupSpec``), so :mod:`zarr_dask.zom` can call them
+without this module importing it.
+
+Examples
+--------
+>>> import zarr_dask
+>>> a = zarr_dask.create_array("memory://html-doc", shape=(100, 80), dtype="f4", chunks=(10, 20), shards=(50, 80))
+>>> html = array_html(a)
+>>> "Shards" in html and "<svg" in html and "(100, 80)" in html
+True
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["array_html", "group_html", "spec_html"]
+
+_STYLE = (
+    "<style>.zd-repr{font-family:monospace;font-size:12px}.zd-repr table{border-collapse:collapse}"
+    ".zd-repr th{text-align:left;padding:1px 8px 1px 0;font-weight:bold;vertical-align:top}"
+    ".zd-repr td{padding:1px 8px 1px 0}.zd-repr ul{list-style:none;margin:0;padding-left:16px}"
+    ".zd-repr .zd-dim{color:#777}</style>"
+)
+_MAX_LINES = 40
+_SIZE = 120
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _sharding(meta: Any) -> Mapping[str, Any] | None:
+    codecs = getattr(meta, "codecs", None)
+    if codecs and isinstance(codecs[0], Mapping) and codecs[0].get("name") == "sharding_indexed":
+        return dict(codecs[0].get("configuration") or {})
+    return None
+
+
+def _layout(meta: Any) -> tuple[tuple[int, ...], tuple[int, ...] | None, list[list[int]]]:
+    """(chunk shape, shard shape or None, per dimension the unit boundaries)."""
+    shape = tuple(meta.shape)
+    grids = meta.chunk_grid.dim_grids(shape)
+    units = tuple(max((g.size(i) for i in range(g.nchunks())), default=1) for g in grids)
+    bounds = [[min(g.start(i), n) for i in range(min(g.nchunks(), _MAX_LINES + 1))] for g, n in zip(grids, shape, strict=True)]
+    sharding = _sharding(meta)
+    if sharding is None:
+        return units, None, bounds
+    return tuple(int(c) for c in sharding["chunk_shape"]), units, bounds
+
+
+def _codecs(meta: Any) -> str:
+    codecs = getattr(meta, "codecs", None)
+    if codecs is None:
+        chain = [*(getattr(meta, "filters", None) or []), *([meta.compressor] if getattr(meta, "compressor", None) else [])]
+        return ", ".join(str(c.get("id")) for c in chain) or "none"
+    names = []
+    for c in codecs:
+        name = c.get("name") if isinstance(c, Mapping) else str(c)
+        if name == "sharding_indexed":
+            inner = ", ".join(str(x.get("name")) for x in (_sharding(meta) or {}).get("codecs", []))
+            name = f"sharding_indexed({inner})"
+        names.append(str(name))
+    return ", ".join(names)
+
+
+def _svg(shape: Sequence[int], bounds: Sequence[Sequence[int]], inner: Sequence[int] | None) -> str:
+    """The last two dimensions as a rectangle with the storage units (and inner chunks) drawn in."""
+    if not shape or not all(shape):
+        return ""
+    dims = list(range(len(shape)))[-2:]
+    ext = [shape[d] for d in dims]
+    scale = _SIZE / max(ext)
+    w, h = (max(ext[-1] * scale, 8), max(ext[0] * scale, 8)) if len(dims) == 2 else (max(ext[0] * scale, 8), 12.0)
+    lines = []
+
+    def draw(d: int, positions: Sequence[int], style: str) -> None:
+        horizontal = len(dims) == 2 and d == dims[0]
+        for p in positions:
+            if 0 < p < shape[d]:
+                x = p * scale
+                lines.append(f'<line x1="0" y1="{x:.1f}" x2="{w:.1f}" y2="{x:.1f}" {style}/>' if horizontal
+                             else f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{h:.1f}" {style}/>')  # fmt: skip
+
+    for d in dims:
+        if inner is not None and shape[d] // max(inner[d], 1) <= _MAX_LINES:
+            draw(d, range(0, shape[d], max(inner[d], 1)), 'stroke="#9ab" stroke-width="0.5"')
+        if len(bounds[d]) <= _MAX_LINES:
+            draw(d, bounds[d], 'stroke="#246" stroke-width="1.2"')
+    rect = f'<rect x="0" y="0" width="{w:.1f}" height="{h:.1f}" fill="#eef3f8" stroke="#246" stroke-width="1.5"/>'
+    return f'<svg width="{w + 2:.0f}" height="{h + 2:.0f}" style="margin:4px">{rect}{"".join(lines)}</svg>'
+
+
+def _array_rows(meta: Any) -> list[tuple[str, str]]:
+    shape = tuple(meta.shape)
+    dtype = meta.data_type.numpy_dtype
+    chunks, shards, _ = _layout(meta)
+    nchunks = math.prod(-(-n // c) for n, c in zip(shape, chunks, strict=True)) if all(chunks) else 0
+    rows = [("Shape", str(shape)), ("Data type", str(dtype)),
+            ("Chunks", f"{chunks} ({_human(math.prod(chunks) * dtype.itemsize)} each, {nchunks} in all)")]  # fmt: skip
+    if shards is not None:
+        nshards = math.prod(-(-n // s) for n, s in zip(shape, shards, strict=True))
+        per = math.prod(s // max(c, 1) for s, c in zip(shards, chunks, strict=True))
+        rows.append(("Shards", f"{shards} ({nshards} of {per} chunks, {_human(math.prod(shards) * dtype.itemsize)} each)"))
+    fill = meta.fill_value
+    rows += [("Zarr format", str(meta.zarr_format)), ("Codecs", _codecs(meta)),
+             ("Fill value", "null" if fill is None else str(fill[()])),
+             ("No. bytes", _human(math.prod(shape) * dtype.itemsize))]  # fmt: skip
+    dims = meta.dimension_names
+    if dims:
+        rows.insert(1, ("Dimensions", ", ".join(str(d) for d in dims)))
+    attrs = {k: v for k, v in meta.attributes.items() if k != "_ARRAY_DIMENSIONS"}
+    if attrs:
+        rows.append(("Attributes", json.dumps(attrs, default=str)[:500]))
+    return rows
+
+
+def array_html(node: Any, kind: str = "zarr_dask.Array") -> str:
+    """HTML of an array (anything with ``metadata``: a zarr_dask Array or a ZOM ArraySpec)."""
+    meta = node.metadata
+    name = getattr(node, "name", "")
+    chunks, shards, bounds = _layout(meta)
+    table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in _array_rows(meta))
+    where = f"<div class='zd-dim'>{_e(node.store.url)}</div>" if hasattr(node, "store") else ""
+    svg = _svg(tuple(meta.shape), bounds, chunks if shards is not None else None)
+    return (f"{_STYLE}<div class='zd-repr'><b>{_e(kind)} {_e(name)}</b>{where}"
+            f"<table><tr><td><table>{table}</table></td><td>{svg}</td></tr></table></div>")  # fmt: skip
+
+
+def _label(name: str, node: Any) -> str:
+    if hasattr(node, "metadata") and hasattr(node.metadata, "shape"):
+        meta = node.metadata
+        chunks, shards, _ = _layout(meta)
+        extra = f" chunks {chunks}" + (f" shards {shards}" if shards else "")
+        dims = f" ({', '.join(str(d) for d in meta.dimension_names)})" if meta.dimension_names else ""
+        return (f"<span title='{_e(_codecs(meta))}'>📄 <b>{_e(name)}</b>{_e(dims)} {_e(tuple(meta.shape))} "
+                f"{_e(meta.data_type.numpy_dtype)}<span class='zd-dim'>{_e(extra)}</span></span>")  # fmt: skip
+    implicit = " <span class='zd-dim'>(implicit group)</span>" if getattr(node, "implicit", False) else ""
+    return f"📁 <b>{_e(name)}</b>{implicit}"
+
+
+def _members(node: Any) -> list[tuple[str, Any]] | None:
+    """Direct members of a Group (by listing or consolidated metadata) or a GroupSpec (None = unknown)."""
+    members = getattr(node, "members", None)
+    if callable(members):
+        return list(members(max_depth=1))
+    if members is None:
+        return None
+    return sorted(members.items())
+
+
+def _tree(node: Any, depth: int, limit: int) -> str:
+    members = _members(node)
+    if members is None:
+        return "<ul><li class='zd-dim'>(members not read)</li></ul>"
+    items = []
+    for name, child in members[:limit]:
+        is_array = hasattr(getattr(child, "metadata", None), "shape")
+        sub = _tree(child, depth - 1, limit) if depth > 1 and not is_array else ""
+        items.append(f"<li>{_label(name, child)}{sub}</li>")
+    if len(members) > limit:
+        items.append(f"<li class='zd-dim'>... {len(members) - limit} more</li>")
+    return "<ul>" + "".join(items) + "</ul>"
+
+
+def group_html(node: Any, kind: str = "zarr_dask.Group", depth: int = 4, limit: int = 50) -> str:
+    """HTML of a group (a zarr_dask Group or a ZOM GroupSpec): its attributes and a tree of its members
+    (``depth`` levels, at most ``limit`` members per group)."""
+    name = getattr(node, "name", "")
+    attrs = dict(getattr(node, "attributes", None) or getattr(node, "attrs", {}) or {})
+    fmt = getattr(node, "zarr_format", "?")
+    head = f"<b>{_e(kind)} {_e(name)}</b> <span class='zd-dim'>Zarr v{_e(fmt)}</span>"
+    if getattr(node, "implicit", False):
+        head += " <span class='zd-dim'>(implicit group)</span>"
+    where = f"<div class='zd-dim'>{_e(node.store.url)}</div>" if hasattr(node, "store") else ""
+    attr_html = f"<div>Attributes: {_e(json.dumps(attrs, default=str)[:500])}</div>" if attrs else ""
+    return f"{_STYLE}<div class='zd-repr'>{head}{where}{attr_html}{_tree(node, depth, limit)}</div>"
+
+
+def spec_html(spec: Any) -> str:
+    """HTML of a ZOM spec (``ArraySpec`` or ``GroupSpec``)."""
+    if hasattr(spec, "metadata") and hasattr(spec.metadata, "shape"):
+        return array_html(spec, kind="zarr_dask.zom.ArraySpec")
+    return group_html(spec, kind="zarr_dask.zom.GroupSpec")

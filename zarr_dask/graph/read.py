@@ -1,0 +1,222 @@
+"""The read planner: :func:`from_zarr` maps storage keys (chunks or shards) onto dask blocks.
+
+* Default blocks are whole storage units merged up to dask's ``array.chunk-size``; a unit is never split
+  unless the caller asks (``chunks=``), and then a :class:`~dask.array.core.PerformanceWarning` says what
+  it costs. Rectilinear grids give irregular blocks directly.
+* The graph is one lazy ``Blockwise`` layer of ``getter(handle, block_slices)`` tasks: nothing is
+  built per block until dask culls the graph to the blocks a computation needs, and dask's slice fusion
+  pushes a later ``x[0, :10]`` into the read, so only the keys the selection touches are fetched.
+* A task reads its block with one batched store call (concurrent on remote stores) and decodes each chunk
+  straight into the block where its place is contiguous.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+from dask import config
+from dask._task_spec import DataNode, TaskRef
+from dask.array.core import Array as DaskArray
+from dask.array.core import PerformanceWarning, getter, normalize_chunks
+from dask.base import tokenize
+from dask.blockwise import blockwise as core_blockwise
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from dask.layers import ArrayBlockwiseDep
+from dask.utils import parse_bytes
+
+from zarr_dask.core.api import open_array
+from zarr_dask.core.array import Array
+from zarr_dask.graph.chunking import (
+    Chunks,
+    Units,
+    chunks_token,
+    default_chunks,
+    dim_units,
+    is_regular,
+    split_amplification,
+)
+from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.spec.paths import join_path, normalize_path
+from zarr_dask.store import Store
+
+__all__ = ["from_zarr", "handle_of", "read_chunks", "unit_chunks"]
+
+
+_blockwise: Any = core_blockwise
+
+
+class _BlockSlices(ArrayBlockwiseDep):
+    """Block index -> the block's slices, computed on demand (nothing is stored per block)."""
+
+    def __init__(self, chunks: Chunks) -> None:
+        super().__init__(chunks)
+        self._regular = [is_regular(c) for c in chunks]
+        self._starts = [
+            None if reg else np.concatenate([[0], np.cumsum(np.asarray(c, dtype=np.int64))])
+            for reg, c in zip(self._regular, chunks, strict=True)
+        ]
+        self._extent = [sum(c) for c in chunks]
+
+    def __getitem__(self, idx: tuple[int, ...]) -> tuple[slice, ...]:
+        out = []
+        for d, i in enumerate(idx):
+            starts = self._starts[d]
+            if starts is None:
+                size = self.chunks[d][0]
+                out.append(slice(i * size, min((i + 1) * size, self._extent[d]), None))
+            else:
+                out.append(slice(int(starts[i]), int(starts[i + 1]), None))
+        return tuple(out)
+
+    def __dask_tokenize__(self) -> Any:
+        return ("zarr_dask.BlockSlices", chunks_token(self.chunks))
+
+
+def handle_of(
+    url_or_array: Any,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    mode: str = "r",
+    **open_kwargs: Any,
+) -> ArrayHandle:
+    """The :class:`ArrayHandle` of a URL / path / Store (+ ``component``), an :class:`Array` or a handle."""
+    if isinstance(url_or_array, ArrayHandle):
+        return url_or_array
+    if isinstance(url_or_array, Array):
+        if component:
+            raise TypeError("component= applies to URLs and stores, not to an opened Array; drop it")
+        return ArrayHandle(
+            url_or_array.store,
+            url_or_array.path,
+            url_or_array.metadata,
+            allow_unsafe_codecs=open_kwargs.get("allow_unsafe_codecs", url_or_array._allow_unsafe_codecs),
+            write_empty_chunks=open_kwargs.get("write_empty_chunks", url_or_array._write_empty_chunks),
+        )
+    if not isinstance(url_or_array, str | os.PathLike | Store):
+        raise TypeError(
+            f"cannot read from {type(url_or_array).__name__}; pass a URL or path ('s3://bucket/x.zarr'), "
+            "a zarr_dask Store or a zarr_dask Array (for a zarr-python array, pass its store URL and path)"
+        )
+    path = normalize_path(join_path(open_kwargs.pop("path", "") or "", component or ""))
+    array = open_array(url_or_array, path=path, mode=mode, storage_options=storage_options, **open_kwargs)  # type: ignore[arg-type]
+    return handle_of(array)
+
+
+def unit_chunks(handle: ArrayHandle) -> tuple[Units, ...]:
+    """The storage units (shards or chunks) along each dimension."""
+    return tuple(dim_units(g, n) for g, n in zip(handle.io.grids, handle.shape, strict=True))
+
+
+def read_chunks(handle: ArrayHandle, chunks: Any = None) -> Chunks:
+    """The dask chunks :func:`from_zarr` uses: whole units merged up to ``array.chunk-size`` by default,
+    else ``chunks`` normalised by dask (with a :class:`PerformanceWarning` if they split units)."""
+    units = unit_chunks(handle)
+    if chunks is None or (isinstance(chunks, str) and chunks == "auto"):
+        target = parse_bytes(config.get("array.chunk-size"))
+        return default_chunks(units, handle.dtype.itemsize, target)
+    normalized: Chunks = cast(Any, normalize_chunks)(
+        chunks, handle.shape, dtype=handle.dtype, previous_chunks=tuple(max(u.largest, 1) for u in units)
+    )
+    amp = split_amplification(normalized, units)
+    if amp > 1.0 + 1e-9:
+        what = "shard" if handle.sharded else "chunk"
+        unit_shape = tuple(u.largest for u in units)
+        warnings.warn(
+            f"store {handle.store.url!r}, node {'/' + handle.path!r}: the requested dask chunks split the "
+            f"storage {what}s {unit_shape}, so each {what} is fetched and decoded {amp:.2f} times on average "
+            f"(~{amp:.2f}x the I/O and decoding of {what}-aligned blocks); pass chunks=None for blocks of "
+            f"whole {what}s, or multiples of {unit_shape}",
+            PerformanceWarning,
+            stacklevel=3,
+        )
+    return normalized
+
+
+def _graph(handle: ArrayHandle, chunks: Chunks, name: str, inline_array: bool) -> HighLevelGraph:
+    out_ind = tuple(range(len(chunks)))
+    slices = _BlockSlices(chunks)
+    if inline_array:
+        layer = _blockwise(
+            getter, name, out_ind, handle, None, slices, out_ind, numblocks={}, _data_producer=True
+        )
+        return HighLevelGraph.from_collections(name, layer, dependencies=())
+    original = "original-" + name
+    layers = {
+        # a DataNode, not a bare object: a legacy layer would make dask's culling visit every key
+        original: MaterializedLayer({original: DataNode(original, handle)}),
+        name: _blockwise(
+            getter,
+            name,
+            out_ind,
+            TaskRef(original),
+            None,
+            slices,
+            out_ind,
+            numblocks={},
+            _data_producer=True,
+        ),
+    }
+    return HighLevelGraph(layers, {original: set(), name: {original}})
+
+
+def from_zarr(
+    url_or_array: Any,
+    component: str | None = None,
+    chunks: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    name: str | bool | None = None,
+    inline_array: bool = False,
+    **open_kwargs: Any,
+) -> DaskArray:
+    """Load a Zarr array (v2 or v3) as a dask array; a drop-in for :func:`dask.array.from_zarr`.
+
+    Parameters
+    ----------
+    url_or_array
+        A URL or path (``"s3://bucket/data.zarr"``, ``"/data/x.zarr"``), a :class:`~zarr_dask.Store`, or
+        an opened :class:`~zarr_dask.Array`.
+    component
+        The array's path inside the store (for URLs and stores).
+    chunks
+        ``None`` / ``"auto"`` (default): blocks of whole storage units (the shard when the array is
+        sharded, else the chunk) merged up to dask's ``array.chunk-size``; irregular for rectilinear grids.
+        Anything :func:`dask.array.core.normalize_chunks` takes is honoured as given; chunks that cut
+        storage units raise a :class:`~dask.array.core.PerformanceWarning` naming the cost.
+    storage_options
+        fsspec options for URLs (credentials, endpoint...).
+    name
+        The dask name; default a deterministic token of store, path, metadata and chunks (``False``: random).
+    inline_array
+        Embed the array reference in every task instead of one shared graph key (both pickle small).
+    **open_kwargs
+        Passed to :func:`~zarr_dask.open_array` (``zarr_format``, ``allow_unsafe_codecs``...).
+
+    Returns
+    -------
+    dask.array.Array
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://from-zarr-doc", shape=(6, 8), dtype="f4", chunks=(2, 4))
+    >>> a[:] = np.arange(48, dtype="f4").reshape(6, 8)
+    >>> x = zarr_dask.from_zarr("memory://from-zarr-doc")
+    >>> x.chunks  # 2x4 chunks merged into one block (far below array.chunk-size)
+    ((6,), (8,))
+    >>> float(x[1:3, 2:6].sum().compute())
+    124.0
+    """
+    handle = handle_of(url_or_array, component, storage_options, **open_kwargs)
+    dask_chunks = read_chunks(handle, chunks)
+    if name is None or name is True:
+        name = "from-zarr-" + tokenize(handle, chunks_token(dask_chunks), inline_array)
+    elif name is False:
+        name = "from-zarr-" + uuid.uuid4().hex
+    graph = _graph(handle, dask_chunks, str(name), inline_array)
+    meta = np.empty((0,) * handle.ndim, dtype=handle.dtype)
+    return cast(DaskArray, cast(Any, DaskArray)(graph, str(name), dask_chunks, meta=meta))

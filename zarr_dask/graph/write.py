@@ -1,0 +1,327 @@
+"""Writes from dask: :func:`to_zarr`, :func:`append` and :func:`explain_write`.
+
+Each storage key gets exactly one writer task by construction (see :mod:`zarr_dask.graph.plan`), so no lock
+is taken, the dask chunks need not match the Zarr chunks or shards, and a region or append edge is read,
+merged and rewritten once. Metadata is written once before the data (appends: after it, so readers never see
+a shape whose data is not there yet). Writer tasks return key counts, never data, so retries and
+distributed workers are cheap and a retried task rewrites exactly the same bytes.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+from dask._task_spec import DataNode
+from dask.array.core import Array as DaskArray
+from dask.base import tokenize
+from dask.delayed import Delayed, delayed
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from zarr_dask.core import nodes
+from zarr_dask.core.array import Array
+from zarr_dask.errors import ArrayNotFoundError, IndexingError
+from zarr_dask.graph.chunking import chunks_token
+from zarr_dask.graph.guard import claim
+from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
+from zarr_dask.graph.plan import WritePlan, plan_dim
+from zarr_dask.graph.target import (
+    IO_OPTIONS,
+    Target,
+    check_chunks_known,
+    create_metadata,
+    grown_metadata,
+    metadata_request_count,
+    resolve_target,
+)
+from zarr_dask.spec.paths import normalize_path
+from zarr_dask.store import open_store
+
+__all__ = ["append", "explain_write", "make_plan", "to_zarr"]
+
+
+def _as_dask(arr: Any) -> DaskArray:
+    if isinstance(arr, DaskArray):
+        return arr
+    import dask.array as da
+
+    return cast(DaskArray, cast(Any, da).asarray(arr))
+
+
+def make_plan(arr: DaskArray, target: Target) -> WritePlan:
+    """The write plan of ``arr`` into ``target`` (no I/O)."""
+    h = target.handle
+    dims = tuple(
+        plan_dim(g, n, o, c) for g, n, o, c in zip(h.io.grids, h.shape, target.offsets, arr.chunks, strict=True)
+    )
+    region = tuple(slice(o, o + sum(c)) for o, c in zip(target.offsets, arr.chunks, strict=True))
+    units = tuple(g.size(0) if g.nchunks(n) else 0 for g, n in zip(h.io.grids, h.shape, strict=True))
+    docs = target.documents
+    return WritePlan(
+        store=h.store.url,
+        path=h.path,
+        action=target.action,
+        unit="shard" if h.sharded else "chunk",
+        unit_shape=units,
+        shape=h.shape,
+        region=region,
+        dtype=h.dtype,
+        dims=dims,
+        nblocks=int(np.prod(arr.numblocks)) if arr.ndim else 1,
+        metadata_documents=metadata_request_count(h.path, docs) if target.action in ("create", "overwrite")
+        else len(docs),
+        key_names=h.io.chunk_key,
+    )
+
+
+def _graph(
+    arr: DaskArray, target: Target, plan: WritePlan, return_stored: bool
+) -> tuple[HighLevelGraph, str, str]:
+    """Writer tasks (+ commit or read-back) on top of ``arr``'s graph; returns (graph, result name, token)."""
+    h = target.handle
+    token = tokenize(arr.name, h, target.offsets, chunks_token(arr.chunks), target.action, return_stored)
+    name = f"to-zarr-{token}"
+    handle_key = f"zarr-target-{token}"
+    tasks: dict[Any, Any] = {handle_key: DataNode(handle_key, h)}
+    writers = writer_tasks(plan, arr.name, handle_key, name)
+    tasks.update(writers)
+    if return_stored:
+        final = f"stored-{token}"
+        tasks.update(readback_tasks(plan, arr.chunks, handle_key, name, final))
+    elif target.action == "append":
+        final = f"{name}-commit"
+        docs = (DataNode(None, target.old_documents), DataNode(None, target.documents))
+        pending = (DataNode(None, h.store.__dask_tokenize__()), token)
+        extra: tuple[Any, ...] = (DataNode(None, h.store), h.path, *docs, DataNode(None, h.shape), *pending)
+        tasks.update(token_tree(list(writers), name, final, commit_metadata, extra))
+    else:
+        final = f"{name}-done"
+        extra = (DataNode(None, h.store.__dask_tokenize__()), h.path, token)
+        tasks.update(token_tree(list(writers), name, final, finish, extra))
+    # the layer is named after the result (a dask array / Delayed finds its layer by its own name)
+    graph = HighLevelGraph.from_collections(final, MaterializedLayer(tasks), dependencies=[cast(Any, arr)])
+    return graph, final, token
+
+
+def _run(arr: DaskArray, target: Target, compute: bool, return_stored: bool, lazy: bool | None = None) -> Any:
+    """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
+    (``lazy``, default ``not compute``)."""
+    plan = make_plan(arr, target)
+    graph, final, token = _graph(arr, target, plan, return_stored)
+    result: Any
+    if return_stored:
+        meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype)
+        result = cast(Any, DaskArray)(graph, final, arr.chunks, meta=meta)
+    else:
+        result = cast(Any, Delayed)(final, graph, layer=final)
+    if (not compute) if lazy is None else lazy:  # refuse a lazy write that would race a pending one
+        claim(plan, target.handle.store.__dask_tokenize__(), token, result)
+    if not compute:
+        return result
+    if return_stored:
+        return result.persist()
+    result.compute()
+    return None
+
+
+def to_zarr(
+    arr: Any,
+    url: Any,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    region: Any = None,
+    compute: bool = True,
+    return_stored: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Write a dask array to a Zarr array; a drop-in for :func:`dask.array.to_zarr`.
+
+    Whatever the dask chunks, every storage key (chunk, or shard when sharded) is written by exactly one task:
+    blocks that share a key are gathered by that key's task, and keys only partly covered (``region`` edges)
+    are read, merged and written once. No lock is taken and no rechunk is needed.
+
+    Parameters
+    ----------
+    arr
+        The dask array (anything else is wrapped with :func:`dask.array.asarray`).
+    url
+        A URL or path, a :class:`~zarr_dask.Store`, or an opened :class:`~zarr_dask.Array` to write into.
+    component
+        The array's path inside the store.
+    storage_options
+        fsspec options for URLs.
+    overwrite
+        Replace an existing node at ``component`` (its data is deleted first); else an existing node is an
+        error.
+    region
+        A tuple of step-1 slices: write into that part of the *existing* array (which must not be given
+        creation options).
+    compute
+        Write now (returns ``None``), or return a :class:`~dask.delayed.Delayed` that writes when computed.
+        The metadata of a new array is written now either way, once.
+    return_stored
+        Return a dask array that reads the stored data back (persisted when ``compute=True``).
+    **kwargs
+        New-array options: ``zarr_format`` (3), ``chunks`` (default: the dask blocks; for irregular blocks
+        the largest, or exactly the blocks as a rectilinear v3 grid with ``rectilinear=True``), ``shards``,
+        ``compressors``, ``filters``, ``serializer``, ``fill_value``, ``order``, ``dtype``,
+        ``chunk_key_encoding``, ``dimension_separator``, ``dimension_names``, ``attributes``; and, for any
+        write, ``write_empty_chunks`` (default False: chunks equal to the fill value are not stored).
+
+    Returns
+    -------
+    None, Delayed or dask.array.Array
+
+    Examples
+    --------
+    >>> import dask.array as da, zarr_dask
+    >>> x = da.arange(12, chunks=5).reshape(3, 4)
+    >>> zarr_dask.to_zarr(x, "memory://to-zarr-doc", chunks=(2, 2))
+    >>> zarr_dask.open_array("memory://to-zarr-doc")[1]
+    array([4, 5, 6, 7])
+    >>> zarr_dask.to_zarr(x[:1] * 10, "memory://to-zarr-doc", region=(slice(2, 3),))
+    >>> zarr_dask.open_array("memory://to-zarr-doc")[2]
+    array([ 0, 10, 20, 30])
+    """
+    arr = _as_dask(arr)
+    target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
+    if target.action in ("create", "overwrite"):
+        create_metadata(target)
+    return _run(arr, target, compute, return_stored)
+
+
+def _append_target(arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any]) -> Target:
+    stray = sorted(set(kwargs) - IO_OPTIONS)
+    if stray:
+        raise TypeError(f"{stray} describe a new array, but {array!r} exists; drop them")
+    io = {k: bool(v) for k, v in kwargs.items()}
+    shape = array.shape
+    try:
+        axis = operator.index(axis)
+        if not -len(shape) <= axis < len(shape):
+            raise IndexError
+    except (TypeError, IndexError):
+        raise IndexingError(
+            f"axis {axis!r} is out of range for a {len(shape)}-d array", store=array.store.url, path=array.path
+        ) from None
+    axis %= len(shape)
+    if arr.ndim != len(shape) or any(a != b for d, (a, b) in enumerate(zip(arr.shape, shape, strict=True)) if d != axis):
+        raise IndexingError(
+            f"cannot append an array of shape {arr.shape} to one of shape {shape} along axis {axis}: every other "
+            "axis must match",
+            store=array.store.url,
+            path=array.path,
+        )
+    check_chunks_known(arr, array.store, array.path)
+    metadata = grown_metadata(array.metadata, axis, arr.shape[axis], arr.chunks[axis])
+    old = array.store.get_many(list(nodes.documents(array.path, array.metadata)))
+    return Target(
+        handle=ArrayHandle(array.store, array.path, metadata, **io),
+        offsets=tuple(shape[axis] if d == axis else 0 for d in range(len(shape))),
+        action="append",
+        documents=nodes.documents(array.path, metadata),
+        old_documents=old,
+    )
+
+
+def _open_for_append(url: Any, component: str | None, storage_options: Mapping[str, Any] | None) -> Array | None:
+    """The array as stored now (an opened Array is re-read: its metadata may be stale), or None."""
+    if isinstance(url, Array):
+        store, path = url.store, url.path
+    else:
+        store = open_store(url, storage_options=dict(storage_options or {}))
+        path = normalize_path(component or "")
+    try:
+        return Array.open(store, path)
+    except ArrayNotFoundError:
+        if nodes.read_node(store, path) is not None:
+            raise
+        return None
+
+
+def append(
+    arr: Any,
+    url: Any,
+    axis: int = 0,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """Append a dask array to an existing Zarr array along ``axis`` (creating the array if there is none).
+
+    The data is written first, beyond the stored shape (readers ignore it); the chunk or shard the old data
+    ends in is read, merged and rewritten once by its single owner task. Only after every data task has
+    succeeded does a final task write the new shape, and only if the metadata is still what this append
+    started from (a concurrent change raises :class:`~zarr_dask.errors.WritePlanError` instead).
+
+    Parameters
+    ----------
+    arr
+        The dask array; every axis but ``axis`` must match the stored array.
+    url, component, storage_options
+        Where the array is (as for :func:`to_zarr`).
+    axis
+        The axis to grow (negative counts from the end).
+    compute
+        Append now (returns the new shape) or return a Delayed that appends (and computes to the new shape).
+    **kwargs
+        ``write_empty_chunks``; creation options of :func:`to_zarr` when the array does not exist yet.
+
+    Examples
+    --------
+    >>> import dask.array as da, zarr_dask
+    >>> zarr_dask.to_zarr(da.ones((3, 2), chunks=2), "memory://append-doc", chunks=(2, 2))
+    >>> zarr_dask.append(da.zeros((2, 2), chunks=1), "memory://append-doc")
+    (5, 2)
+    >>> zarr_dask.open_array("memory://append-doc")[:, 0]
+    array([1., 1., 1., 0., 0.])
+    """
+    arr = _as_dask(arr)
+    array = _open_for_append(url, component, storage_options)
+    if array is None:
+        created = to_zarr(arr, url, component, storage_options, compute=compute, **kwargs)
+        return tuple(arr.shape) if compute else cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
+    target = _append_target(arr, array, axis, kwargs)
+    result = _run(arr, target, compute=False, return_stored=False, lazy=not compute)  # computes to the new shape
+    return result.compute() if compute else result
+
+
+def _shape_after(_: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape
+
+
+def explain_write(
+    arr: Any,
+    url: Any,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    region: Any = None,
+    append_axis: int | None = None,
+    **kwargs: Any,
+) -> WritePlan:
+    """The plan :func:`to_zarr` (or :func:`append`, with ``append_axis``) would carry out, without writing.
+
+    Returns a :class:`~zarr_dask.graph.plan.WritePlan`: storage keys, writer tasks, bytes, read-modify-writes,
+    expected store requests, the largest task; its ``repr`` is a readable table.
+
+    Examples
+    --------
+    >>> import dask.array as da, zarr_dask
+    >>> plan = zarr_dask.explain_write(da.zeros((100, 100), chunks=50), "memory://explain-doc", chunks=(30, 100))
+    >>> plan.keys, plan.tasks, plan.read_modify_writes
+    (4, 3, 0)
+    """
+    arr = _as_dask(arr)
+    if append_axis is None:
+        return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))
+    array = _open_for_append(url, component, storage_options)
+    if array is None:
+        return make_plan(arr, resolve_target(arr, url, component, storage_options, False, None, kwargs))
+    return make_plan(arr, _append_target(arr, array, append_axis, kwargs))
+

@@ -1,0 +1,334 @@
+"""``to_zarr_dataset`` / ``to_zarr_datatree``: xarray's ``to_zarr`` semantics on the parallel-safe planner.
+
+Order of work, whatever the number of groups and variables:
+
+1. the store's current metadata is read once (one listing per group level, batched reads; never trusted
+   from consolidated metadata), every write is planned and validated -- nothing is written if anything is
+   wrong;
+2. one batch writes every metadata document that does not depend on the data: new groups and arrays, group
+   attributes (and, when no array grows, the consolidated metadata, whose final state is then known);
+3. one dask graph writes all the data: every storage key (chunk or shard) has exactly one writer task, so
+   any dask chunking is safe, region edges and the partial last chunk of an append are read, merged and
+   rewritten once;
+4. after the data, one task writes the grown array documents of an append (after checking that nobody else
+   changed them meanwhile) together with the refreshed consolidated metadata.
+
+Each metadata document is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from zarr_dask.core import nodes
+from zarr_dask.core.array import Array
+from zarr_dask.core.chunk_io import is_fill
+from zarr_dask.errors import WritePlanError
+from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.write import to_zarr as graph_to_zarr
+from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
+from zarr_dask.store import Store
+from zarr_dask.xarray_backend import validation
+from zarr_dask.xarray_backend.reading import as_store
+from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, VarWrite, WriteOptions, plan_group
+
+if TYPE_CHECKING:
+    from dask.delayed import Delayed
+
+__all__ = ["DatasetWriteResult", "execute", "to_zarr_dataset"]
+
+ZarrFormat = Literal[2, 3]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetWriteResult:
+    """What a dataset (or tree) write did.
+
+    Attributes
+    ----------
+    store
+        The store URL.
+    groups
+        The group paths written.
+    variables
+        ``"group/variable"`` -> ``"create"``, ``"overwrite"``, ``"region"`` or ``"append"``.
+    metadata_keys
+        Every metadata document written, in order (each at most once).
+    """
+
+    store: str
+    groups: tuple[str, ...]
+    variables: dict[str, str] = field(default_factory=dict)
+    metadata_keys: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------ metadata
+def _final_nodes(state: StoreState, plans: list[GroupPlan]) -> tuple[Any, dict[str, Any]]:
+    """(root group metadata, every other node) as they will be once the write is done."""
+    root = state.root
+    found = dict(state.nodes)
+    fmt = plans[0].zarr_format
+    for plan in plans:
+        if plan.replace:
+            prefix = plan.path + "/" if plan.path else ""
+            found = {k: v for k, v in found.items() if not k.startswith(prefix) and k != plan.path}
+        for q in parent_paths(plan.path):
+            if (root if not q else found.get(q)) is None or isinstance(found.get(q), nodes.ImplicitGroup):
+                if q:
+                    found[q] = nodes.empty_group(fmt)
+                elif root is None or isinstance(root, nodes.ImplicitGroup):
+                    root = nodes.empty_group(fmt)
+        if plan.group is not None:
+            if plan.path:
+                found[plan.path] = plan.group
+            else:
+                root = plan.group
+        for w in plan.writes:
+            found[w.path] = w.metadata
+    if root is None or isinstance(root, nodes.ImplicitGroup):
+        root = nodes.empty_group(fmt)
+    return root, found
+
+
+def _consolidated_documents(root: Any, found: Mapping[str, Any], fmt: ZarrFormat) -> dict[str, bytes]:
+    explicit = {k: v for k, v in found.items() if not isinstance(v, nodes.ImplicitGroup)}
+    cm = ConsolidatedMetadata.from_nodes(fmt, explicit)
+    if isinstance(root, GroupMetadataV3):
+        return nodes.documents("", GroupMetadataV3(attributes=root.attributes, consolidated_metadata=cm))
+    assert isinstance(root, GroupMetadataV2)
+    return {**nodes.documents("", root), ".zmetadata": cm.to_v2_document(root=root)}
+
+
+def _upfront_documents(state: StoreState, plans: list[GroupPlan], root: Any, found: Mapping[str, Any]) -> dict[str, bytes]:
+    """Documents that do not depend on the data: groups, missing parents, new arrays."""
+    docs: dict[str, bytes] = {}
+    for plan in plans:
+        for q in parent_paths(plan.path):
+            existing = state.root if not q else state.nodes.get(q)
+            if existing is None or isinstance(existing, nodes.ImplicitGroup):
+                docs.update(nodes.documents(q, root if not q else found[q]))
+        if plan.group is not None:
+            docs.update(nodes.documents(plan.path, plan.group))
+        for w in plan.writes:
+            if w.action in ("create", "overwrite"):
+                docs.update(nodes.documents(w.path, w.metadata))
+    return docs
+
+
+def _should_consolidate(state: StoreState, plans: list[GroupPlan], consolidated: bool | None) -> bool:
+    changed = any(p.group is not None or any(w.action != "region" for w in p.writes) for p in plans)
+    if not changed:  # mode r+: no metadata changes, nothing can go stale
+        return False
+    if consolidated is False:  # keep existing consolidated metadata fresh rather than leave it stale
+        return state.has_consolidated and not any(p.replace and not p.path for p in plans)
+    return True
+
+
+# ------------------------------------------------------------------------------------------- data
+def _as_dask(w: VarWrite, store: Store) -> Any:
+    import dask.array as da
+
+    dtype = w.metadata.data_type.numpy_dtype
+    data = w.data
+    if hasattr(data, "dask") and hasattr(data, "chunks"):
+        return data if data.dtype == dtype else data.astype(dtype)
+    arr = np.asarray(data)
+    if arr.dtype != dtype:
+        arr = arr.astype(dtype)
+    if not arr.size or not arr.ndim:
+        return da.from_array(arr, chunks=-1, name=False)  # type: ignore[no-untyped-call]
+    # blocks of about one storage unit, so encoding runs in parallel (the planner gathers them per key)
+    return da.from_array(arr, chunks=_unit_block(ArrayHandle(store, w.path, w.metadata)), name=False)  # type: ignore[no-untyped-call]
+
+
+def _unit_block(handle: ArrayHandle) -> tuple[int, ...]:
+    """The largest storage unit (shard or chunk) along each dimension."""
+    return tuple(
+        max([g.size(i) for i in range(min(g.nchunks(), 64))] or [1]) for g in handle.io.grids
+    )
+
+
+def _write_scalar(data: Any, store: Store, w: VarWrite) -> int:
+    """A 0-d array is one chunk: encode and store it directly.
+
+    (Works around ``ChunkIO.write_from`` taking ``value[()]`` of a 0-d *object* array, which NumPy returns
+    as the element itself rather than an array.)"""
+    io = ArrayHandle(store, w.path, w.metadata).io
+    value = np.empty((), dtype=io.dtype)
+    value[()] = np.asarray(data)[()]
+    key = io.chunk_key(())
+    if not w.write_empty_chunks and is_fill(value, io.fill):
+        store.delete(key)
+    else:
+        store.set(key, io.encode_chunk(key, value, ()))
+    return 1
+
+
+def _data_write(w: VarWrite, store: Store) -> Delayed:
+    if not w.metadata.shape:
+        from dask.delayed import delayed
+
+        return delayed(_write_scalar, pure=False)(w.data, store, w)  # type: ignore[no-any-return]
+    target = Array(store, w.path, w.metadata)
+    kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
+    return graph_to_zarr(_as_dask(w, store), target, region=w.region, compute=False, **kwargs)  # type: ignore[no-any-return]
+
+
+def _commit(
+    _tokens: Any, store: Store, docs: dict[str, bytes], expected: dict[str, Any], result: DatasetWriteResult
+) -> DatasetWriteResult:
+    """After the data: check that grown arrays were not changed meanwhile, then write the final documents."""
+    if expected:
+        found = store.get_many([k for path in expected for k in nodes.candidate_keys(path, None)])
+        for path, old in expected.items():
+            now = nodes.parse_node({k: v for k, v in found.items() if k.startswith(key_prefix(path))}, path, store)
+            if now != old:
+                raise WritePlanError(
+                    "the array's metadata changed while data was being appended to it (a concurrent writer?); "
+                    "its new shape was not recorded. Re-run the append after checking the array",
+                    store=store.url,
+                    path=path,
+                )
+    if docs:
+        store.set_many(docs)
+    return result
+
+
+def execute(
+    state: StoreState, plans: list[GroupPlan], *, consolidated: bool | None, compute: bool
+) -> DatasetWriteResult | Delayed:
+    """Carry out planned group writes (see the module docstring for the order)."""
+    from dask.delayed import delayed
+
+    store = state.store
+    root, found = _final_nodes(state, plans)
+    fmt = plans[0].zarr_format
+    upfront = _upfront_documents(state, plans, root, found)
+    deferred: dict[str, bytes] = {}
+    expected: dict[str, Any] = {}
+    for plan in plans:
+        for w in plan.writes:
+            if w.action == "append":
+                deferred.update(nodes.documents(w.path, w.metadata))
+                expected[w.path] = w.old_metadata
+    if _should_consolidate(state, plans, consolidated):
+        cons = _consolidated_documents(root, found, fmt)
+        if deferred:
+            deferred.update(cons)
+            upfront = {k: v for k, v in upfront.items() if k not in cons}
+        else:
+            upfront.update(cons)
+    for plan in plans:
+        if plan.replace:
+            store.delete_prefix(key_prefix(plan.path))
+    if upfront:
+        store.set_many(upfront)
+    result = DatasetWriteResult(
+        store=store.url,
+        groups=tuple(p.path for p in plans),
+        variables={w.path: w.action for p in plans for w in p.writes},
+        metadata_keys=tuple([*upfront, *deferred]),
+    )
+    writes = [_data_write(w, store) for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    final = delayed(_commit, pure=False)(writes, store, deferred, expected, result)
+    if not compute:
+        return final  # type: ignore[no-any-return]
+    out: DatasetWriteResult = final.compute()
+    return out
+
+
+def to_zarr_dataset(
+    ds: Any,
+    store: Any,
+    *,
+    mode: Literal["w", "w-", "a", "a-", "r+"] | None = None,
+    group: str | None = None,
+    append_dim: Hashable | None = None,
+    region: Mapping[str, slice | Literal["auto"]] | Literal["auto"] | None = None,
+    encoding: Mapping[str, Mapping[str, Any]] | None = None,
+    consolidated: bool | None = None,
+    zarr_format: ZarrFormat | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    write_empty_chunks: bool | None = None,
+    safe_chunks: bool = True,
+    align_chunks: bool = False,
+) -> DatasetWriteResult | Delayed:
+    """Write a Dataset to a Zarr group: the semantics of ``Dataset.to_zarr``, without its chunk-alignment
+    rules.
+
+    Parameters
+    ----------
+    ds
+        The dataset (dask-backed or in memory).
+    store
+        A path, a URL (``"s3://bucket/data.zarr"``), a zarr_dask Store, or an fsspec mapper.
+    mode
+        ``"w"`` replace, ``"w-"`` create (fail if anything exists), ``"a"`` add / overwrite variables (or append
+        with ``append_dim``), ``"a-"`` append only the variables holding ``append_dim``, ``"r+"`` write into
+        existing variables only. Default as xarray: ``"a"`` with ``append_dim``, ``"r+"`` with ``region``,
+        else ``"w-"``.
+    group
+        The group to write (default: the root).
+    append_dim
+        Grow the stored variables along this dimension. A partial last chunk is completed by exactly one
+        task; the new shape is recorded only after all data has landed.
+    region
+        ``{dim: slice}`` (step 1), ``{dim: "auto"}`` or ``"auto"`` (located from the stored coordinates):
+        write into that part of existing variables. Any dask chunking is fine: chunks cut by the region's
+        edges are read, merged and rewritten once.
+    encoding
+        Per variable: ``chunks``, ``shards``, ``compressors``, ``filters``, ``serializer``, ``fill_value`` (v3),
+        ``write_empty_chunks``, ``chunk_key_encoding`` and the CF keys (``dtype``, ``scale_factor``,
+        ``add_offset``, ``_FillValue``, ``units``, ``calendar``). Codecs may be numcodecs objects, v3 codec dicts
+        or objects with a zarr-python style ``to_dict()``. Unknown keys raise xarray's error.
+    consolidated
+        Write consolidated metadata at the store root (None/True, the default); False skips it, but refreshes
+        consolidated metadata that already exists so it never goes stale.
+    zarr_format
+        2 or 3 for new data (None: 3, or the existing group's format).
+    compute
+        Write the data now, or return a dask ``Delayed`` that writes it (metadata of new arrays and groups is
+        written now either way; grown shapes and consolidated metadata when the Delayed runs).
+    storage_options
+        fsspec options for URLs.
+    write_empty_chunks
+        Store chunks that are all fill value (default: no, as zarr-python).
+    safe_chunks, align_chunks
+        Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
+        dask chunks never need to match Zarr chunks and no rechunk is needed.
+
+    Returns
+    -------
+    DatasetWriteResult or dask.delayed.Delayed
+
+    Examples
+    --------
+    >>> import dask.array as da, numpy as np, xarray as xr, zarr_dask
+    >>> ds = xr.Dataset({"v": ("t", da.arange(10.0, chunks=3))}, coords={"t": np.arange(10)})
+    >>> ds.v.encoding["chunks"] = (4,)  # dask blocks of 3 over chunks of 4: xarray refuses, this is safe
+    >>> _ = zarr_dask.to_zarr_dataset(ds, "memory://to-zarr-dataset-doc")
+    >>> more = xr.Dataset({"v": ("t", da.arange(10.0, 15.0, chunks=2))}, coords={"t": np.arange(10, 15)})
+    >>> _ = zarr_dask.to_zarr_dataset(more, "memory://to-zarr-dataset-doc", append_dim="t")
+    >>> xr.open_dataset("memory://to-zarr-dataset-doc", engine="zarr_dask").v.values.tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]
+    """
+    del safe_chunks, align_chunks
+    opts = WriteOptions(
+        mode=validation.choose_mode(mode, append_dim, region),
+        append_dim=append_dim,
+        region=region,
+        encoding=dict(encoding or {}),
+        zarr_format=zarr_format,
+        write_empty_chunks=write_empty_chunks,
+    )
+    s = as_store(store, storage_options)
+    path = normalize_path(group or "")
+    state = StoreState.load(s, empty=opts.mode == "w" and not path)
+    plan = plan_group(state, path, ds, opts)
+    return execute(state, [plan], consolidated=consolidated, compute=compute)

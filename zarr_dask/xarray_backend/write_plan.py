@@ -1,0 +1,314 @@
+"""What writing one Dataset into one group does, decided before anything is written.
+
+:func:`plan_group` turns a Dataset and xarray's ``to_zarr`` arguments into a :class:`GroupPlan`: the group's
+new metadata, and per variable the array metadata and where its data goes (create, overwrite in place,
+region, append). It validates everything xarray validates, with xarray's messages, against the *current*
+state of the store (:class:`StoreState`, read fresh: never trusted from consolidated metadata, so an append
+after someone else's append starts from the right shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from zarr_dask.core import nodes
+from zarr_dask.errors import (
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    MetadataError,
+    ZarrDaskError,
+)
+from zarr_dask.graph.target import grown_metadata
+from zarr_dask.spec import ArrayMetadata, GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.paths import join_path, parent_paths
+from zarr_dask.store import Store
+from zarr_dask.xarray_backend import validation
+from zarr_dask.xarray_backend.encoding import dims_and_attrs
+from zarr_dask.xarray_backend.hierarchy import Hierarchy, NodeMeta, load_hierarchy
+from zarr_dask.xarray_backend.variables import (
+    encode_attrs,
+    encode_variable,
+    fill_value_and_attrs,
+    new_array_metadata,
+    zarr_encoding,
+)
+
+__all__ = ["GroupPlan", "StoreState", "VarWrite", "plan_group"]
+
+ZarrFormat = Literal[2, 3]
+Action = Literal["create", "overwrite", "region", "append"]
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """The metadata of every node in the store, read fresh (no consolidated metadata), root-relative."""
+
+    store: Store
+    zarr_format: ZarrFormat | None
+    root: Any  # the root group's metadata, None if the store is empty
+    nodes: dict[str, NodeMeta] = field(default_factory=dict)
+    has_consolidated: bool = False
+
+    @classmethod
+    def load(cls, store: Store, *, empty: bool = False) -> StoreState:
+        """Walk the whole store (one listing per group level, one batched read per level).
+
+        ``empty=True`` skips the walk (the store is about to be cleared: ``mode="w"`` at the root)."""
+        if empty:
+            return cls(store, None, None)
+        try:
+            h = load_hierarchy(store, "", consolidated=False, max_depth=None, detect_consolidated=True)
+        except GroupNotFoundError as e:
+            if "holds an array" in e.problem:
+                raise
+            return cls(store, None, None)
+        return cls(store, h.zarr_format, h.group, dict(h.nodes), h.has_consolidated)
+
+    def group(self, path: str) -> Any:
+        """The group at ``path`` (None if absent; an array raises)."""
+        meta = self.root if not path else self.nodes.get(path)
+        if meta is not None and nodes.is_array(meta):
+            raise ContainsArrayError(
+                "an array is here, not a group; write the dataset to another group=", store=self.store.url, path=path
+            )
+        return meta
+
+    def arrays(self, path: str) -> dict[str, ArrayMetadata]:
+        prefix = path + "/" if path else ""
+        return {
+            k[len(prefix) :]: v  # type: ignore[misc]
+            for k, v in self.nodes.items()
+            if k.startswith(prefix) and "/" not in k[len(prefix) :] and nodes.is_array(v)
+        }
+
+    def occupied(self, path: str) -> bool:
+        prefix = path + "/" if path else ""
+        return self.group(path) is not None or any(k.startswith(prefix) for k in self.nodes)
+
+
+@dataclass
+class VarWrite:
+    """One variable's write: its array's final metadata, the (encoded) data and where it goes."""
+
+    name: str
+    path: str
+    metadata: ArrayMetadata
+    data: Any
+    region: tuple[slice, ...] | None
+    action: Action
+    old_metadata: ArrayMetadata | None = None
+    write_empty_chunks: bool | None = None
+
+
+@dataclass
+class GroupPlan:
+    """Everything one Dataset write does to its group."""
+
+    path: str
+    zarr_format: ZarrFormat
+    group: GroupMetadataV2 | GroupMetadataV3 | None  # the new group document (None: left as is)
+    replace: bool  # mode "w": the group's old content is deleted first
+    writes: list[VarWrite] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteOptions:
+    mode: validation.WriteMode
+    append_dim: Hashable | None = None
+    region: Any = None
+    encoding: Mapping[str, Any] = field(default_factory=dict)
+    zarr_format: ZarrFormat | None = None
+    write_empty_chunks: bool | None = None
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _format(state: StoreState, path: str, opts: WriteOptions) -> ZarrFormat:
+    existing = state.group(path) if opts.mode != "w" else None
+    fmt = existing.zarr_format if existing is not None else state.zarr_format if state.nodes else None
+    if fmt is not None and opts.mode != "w":
+        if opts.zarr_format is not None and opts.zarr_format != fmt:
+            raise MetadataError(
+                f"the store holds Zarr v{fmt} but zarr_format={opts.zarr_format} was given; drop zarr_format= or "
+                "write with mode='w' to replace the data",
+                store=state.store.url,
+                path=path,
+            )
+        return fmt  # type: ignore[no-any-return]
+    return opts.zarr_format or (state.zarr_format if state.zarr_format and path else None) or 3
+
+
+def _check_mode(state: StoreState, path: str, mode: str) -> None:
+    if mode == "w-" and state.occupied(path):
+        raise ContainsGroupError(
+            "a group (or other nodes) already exists here and mode='w-' refuses to overwrite; use mode='w' to "
+            "replace it, or mode='a' to add to it",
+            store=state.store.url,
+            path=path,
+        )
+    if mode == "r+" and state.group(path) is None:
+        raise GroupNotFoundError(
+            "mode='r+' writes into an existing group and there is none here; check the URL and group, or use "
+            "mode='a'",
+            store=state.store.url,
+            path=path,
+        )
+
+
+def _stored_index(state: StoreState, path: str, fmt: ZarrFormat) -> Any:
+    """A function dim -> the stored coordinate of ``dim`` (decoded) as a pandas Index, for region="auto"."""
+
+    def index(dim: Any) -> Any:
+        import pandas as pd
+        from xarray import conventions
+
+        # the group's own coordinate, else the nearest ancestor's (DataTree nodes inherit coordinates)
+        where = next((p for p in [path, *reversed(parent_paths(path))] if str(dim) in state.arrays(p)), path)
+        var = _existing_variables(state, where, fmt, [str(dim)])[str(dim)]
+        decoded = conventions.decode_cf_variable(str(dim), var.compute())
+        return pd.Index(decoded.data)
+
+    return index
+
+
+def _existing_variables(state: StoreState, path: str, fmt: ZarrFormat, names: list[str]) -> dict[str, Any]:
+    """The stored (still CF-encoded) variables ``names`` of the group at ``path``."""
+    from zarr_dask.xarray_backend.datastore import ZarrDaskDataStore
+
+    arrays = state.arrays(path)
+    group = state.group(path)
+    h = Hierarchy(store=state.store, path=path, zarr_format=fmt, group=group, nodes=dict(arrays))
+    ds = ZarrDaskDataStore(h, drop_variables=[n for n in arrays if n not in names], prefetch_coordinates=False)
+    return dict(ds.get_variables())
+
+
+def _write_empty(enc: Mapping[str, Any], global_value: bool | None) -> bool | None:
+    local = enc.get("write_empty_chunks")
+    if global_value is not None and local is not None and local != global_value:
+        raise ValueError(
+            'Differing "write_empty_chunks" values in encoding and parameters'
+            f"Got encoding['write_empty_chunks'] = {local} and write_empty_chunks = {global_value}"
+        )
+    return global_value if global_value is not None else local
+
+
+def _attr_error(e: ZarrDaskError, what: str) -> TypeError:
+    return TypeError(f"Invalid attribute in {what}: {e}")
+
+
+# ------------------------------------------------------------------------------------ new variables
+def _new_write(name: str, var: Any, path: str, fmt: ZarrFormat, explicit: bool, opts: WriteOptions) -> VarWrite:
+    v = encode_variable(var, name, fmt)
+    enc = zarr_encoding(v, name, explicit=explicit, zarr_format=fmt)
+    fill, attrs = fill_value_and_attrs(v, enc, use_mask=fmt == 2)
+    try:
+        meta = new_array_metadata(v, enc, zarr_format=fmt, fill_value=fill, attrs=encode_attrs(attrs))
+        meta.to_documents()
+    except MetadataError as e:
+        if "attribute" in e.problem.lower():
+            raise _attr_error(e, f"the attributes of variable {name!r}") from None
+        raise e.with_context(path=join_path(path, name)) from None
+    action: Action = "overwrite" if opts.mode == "w" else "create"
+    return VarWrite(name, join_path(path, name), meta, v.data, None, action, None, _write_empty(enc, opts.write_empty_chunks))
+
+
+# ------------------------------------------------------------------------------- existing variables
+def _existing_write(
+    name: str, var: Any, stored: Any, meta: ArrayMetadata, path: str, fmt: ZarrFormat, opts: WriteOptions,
+    region: dict[Any, slice] | None,
+) -> VarWrite:  # fmt: skip
+    from xarray import conventions
+
+    decoded, _, _ = conventions.decode_cf_variables({name: stored}, {})
+    validation.validate_append_dtype(name, decoded[name].dtype, var)
+    v = var.copy(deep=False)
+    v.encoding = dict(decoded[name].encoding)
+    v = encode_variable(v, name, fmt)
+    dims, _ = dims_and_attrs(meta)
+    v = validation.validate_existing_dims(name, v, dims, dict(zip(dims, meta.shape, strict=True)), region, opts.append_dim)
+    write_empty = _write_empty({}, opts.write_empty_chunks)
+    if opts.append_dim is not None and opts.append_dim in v.dims:
+        axis = v.dims.index(opts.append_dim)
+        added = v.shape[axis]
+        chunks = v.chunks[axis] if v.chunks is not None else (added,)
+        grown = grown_metadata(meta, axis, added, chunks)
+        old = meta.shape[axis]
+        sel = tuple(slice(old, old + added) if d == axis else slice(None) for d in range(v.ndim))
+        return VarWrite(name, join_path(path, name), grown, v.data, sel, "append", meta, write_empty)
+    sel = tuple((region or {}).get(d, slice(None)) for d in v.dims)
+    return VarWrite(name, join_path(path, name), meta, v.data, sel, "region", meta, write_empty)
+
+
+def _group_metadata(fmt: ZarrFormat, attrs: Mapping[str, Any]) -> GroupMetadataV2 | GroupMetadataV3:
+    try:
+        meta = (GroupMetadataV3 if fmt == 3 else GroupMetadataV2)(attributes=encode_attrs(attrs))
+        meta.to_documents()
+    except MetadataError as e:
+        raise _attr_error(e, "Dataset.attrs") from None
+    return meta
+
+
+def _check_append_dim(state: StoreState, path: str, append_dim: Hashable | None, existing: Mapping[str, Any]) -> None:
+    if append_dim is None or append_dim in existing:
+        return
+    dims: dict[str, int] = {}
+    for meta in existing.values():
+        try:
+            names, _ = dims_and_attrs(meta)
+        except KeyError:
+            continue
+        dims.update(zip(names, meta.shape, strict=True))
+    if append_dim not in dims:
+        raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
+
+
+def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> GroupPlan:
+    """Validate a Dataset write into the group at ``path`` and work out every document and data write."""
+    from xarray import conventions
+
+    validation.validate_dataset_names(ds)
+    _check_mode(state, path, opts.mode)
+    fmt = _format(state, path, opts)
+    existing = state.arrays(path) if opts.mode != "w" else {}
+    ds, region = validation.validate_region(
+        ds, opts.region, opts.mode, opts.append_dim,
+        lambda d, r: validation.auto_region(d, r, _stored_index(state, path, fmt)),
+    )  # fmt: skip
+    validation.validate_encoding_for_existing(opts.encoding, set(existing), opts.mode)
+    variables, attrs = conventions.encode_dataset_coordinates(ds)
+    for k, enc in opts.encoding.items():
+        variables[k].encoding = enc
+    names = [str(k) for k in variables]
+    old = [n for n in names if n in existing]
+    if opts.mode == "r+" and (new_names := [k for k in names if k not in existing]):
+        raise ValueError(
+            f"dataset contains non-pre-existing variables {new_names!r}, "
+            "which is not allowed in ``xarray.Dataset.to_zarr()`` with "
+            "``mode='r+'``. To allow writing new variables, set ``mode='a'``."
+        )
+    _check_append_dim(state, path, opts.append_dim, existing)
+    if region is not None and (missing := [n for n in names if n not in existing]):
+        raise ValueError(
+            f"variables {missing!r} do not exist in the store, and a region write can only write into existing "
+            "variables; write them first (without region=), or drop them from the dataset"
+        )
+    plan = GroupPlan(
+        path=path,
+        zarr_format=fmt,
+        group=None if opts.mode == "r+" else _group_metadata(fmt, attrs),
+        replace=opts.mode == "w",
+    )
+    for name in names:
+        if name not in old:
+            plan.writes.append(_new_write(name, variables[name], path, fmt, name in opts.encoding, opts))
+    stored = _existing_variables(state, path, fmt, old) if old else {}
+    for name in old:
+        if opts.mode == "a-" and opts.append_dim is not None and opts.append_dim not in variables[name].dims:
+            continue
+        plan.writes.append(
+            _existing_write(name, variables[name], stored[name], existing[name], path, fmt, opts, region)
+        )
+    return plan
+
