@@ -89,13 +89,21 @@ def test_staged_copy_in_bounded_memory(memory_url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("src_chunks", "chunks", "shards", "fmt"),
-    [((1, 30, 40), (60, 3, 4), None, 2), ((1, 30, 40), (60, 3, 4), (60, 6, 8), 3), ((60, 1, 1), (1, 30, 40), None, 3)],
+    ("src_chunks", "src_shards", "chunks", "shards", "fmt"),
+    [
+        ((1, 30, 40), None, (60, 3, 4), None, 2),
+        ((1, 30, 40), None, (60, 3, 4), (60, 6, 8), 3),
+        ((60, 1, 1), None, (1, 30, 40), None, 3),
+        ((1, 30, 40), (20, 30, 40), (60, 3, 4), None, 3),  # a sharded source: shards read partially
+    ],
 )
-def test_staged_layouts_equal_the_source(src_chunks: tuple[int, ...], chunks: tuple[int, ...], shards: Any, fmt: int) -> None:
+def test_staged_layouts_equal_the_source(
+    src_chunks: tuple[int, ...], src_shards: Any, chunks: tuple[int, ...], shards: Any, fmt: int
+) -> None:
     store = zarr_dask.MemoryStore()
     values = np.random.default_rng(5).random((60, 30, 40)).astype("f4")
-    zarr_dask.create_array(store, path="s", shape=values.shape, dtype="f4", chunks=src_chunks, zarr_format=fmt)[:] = values
+    zarr_dask.create_array(store, path="s", shape=values.shape, dtype="f4", chunks=src_chunks, shards=src_shards,
+                           zarr_format=fmt)[:] = values  # fmt: skip
     report = zarr_dask.convert(store, store, source_path="s", destination_path="d", zarr_format=3, chunks=chunks,
                                shards=shards, max_memory="200KiB", threads=2)  # fmt: skip
     assert report.arrays[0].plan.staged
@@ -253,3 +261,28 @@ def test_distributed_needs_shared_storage(memory_url: str) -> None:
     zarr_dask.create_array(store, shape=(4,), dtype="i1")
     with pytest.raises(TypeError, match="lives in this process"):
         zarr_dask.convert(store, memory_url, scheduler=FakeClient())
+
+
+def test_few_big_tasks_use_several_threads_each(memory_url: str) -> None:
+    values = np.random.default_rng(9).random((48, 64, 64)).astype("f4")  # one source chunk per time step
+    zarr_dask.create_array(memory_url + "/s", shape=values.shape, dtype="f4", chunks=(1, 64, 64))[:] = values
+    report = zarr_dask.convert(memory_url + "/s", memory_url + "/d", chunks=(48, 8, 8), max_memory="64MiB", threads=2)
+    (stage,) = report.arrays[0].plan.stages
+    assert report.arrays[0].passes[0].tasks == 1 and stage.workers == 2  # one box: read and written by 2 threads
+    assert stage.memory <= 32 * 2**20
+    np.testing.assert_array_equal(zarr_dask.open_array(memory_url + "/d")[:], values)
+
+
+@pytest.mark.parametrize("chunks", ["keep", (15, 50), {"0": 7}])
+def test_rectilinear_grids(chunks: Any) -> None:
+    store = zarr_dask.MemoryStore()
+    values = np.arange(60 * 50, dtype="i4").reshape(60, 50)
+    src = zarr_dask.create_array(store, path="s", shape=(60, 50), dtype="i4", chunks=((10, 20, 30), (25, 25)))
+    src[:] = values
+    zarr_dask.convert(store, store, source_path="s", destination_path="d", chunks=chunks, max_memory=20_000, threads=1)
+    out = zarr_dask.open_array(store, path="d")
+    np.testing.assert_array_equal(out[:], values)
+    if chunks == "keep":
+        assert out.write_chunk_sizes == ((10, 20, 30), (25, 25))  # the rectilinear grid is kept
+    else:
+        assert out.chunks == ((15, 50) if isinstance(chunks, tuple) else (7, 25))

@@ -102,8 +102,10 @@ def test_plans_respect_the_budget(shape: list[int], data: st.DataObject, budget:
     try:
         plan = plan_copy(shape, 4, Layout(unit=src, chunk=src), Layout(unit=dst, chunk=dst), max_memory=budget, threads=threads)
     except WritePlanError:
-        assert task_memory(dst, Layout(unit=dst, chunk=tuple(map(min, src, dst))), Layout(unit=dst, chunk=dst), 4,
-                           budget // threads)[0] > budget // threads or math.prod(src) * 4 > budget // threads // 4  # fmt: skip
+        least = tuple(map(min, src, dst))
+        one_unit = task_memory(dst, Layout(unit=least, chunk=least), Layout(unit=dst, chunk=dst), 4, budget // threads)[0]
+        one_chunk = task_memory(src, Layout(unit=src, chunk=src), Layout(unit=src, chunk=src), 4, budget // threads)[0]
+        assert one_unit > budget // threads or one_chunk > budget // threads or math.prod(least) * 4 * 5 > budget // threads
         return
     for stage in plan.stages:
         assert stage.memory <= budget // threads

@@ -24,6 +24,7 @@ no keys (``write_empty_chunks=False``) and are copied again. Resume from the sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import logging
 import os
@@ -179,16 +180,16 @@ def _jobs(run: _Run, rel: str, src_meta: ArrayMetadata, dst_meta: ArrayMetadata,
     present = _present(run.dst, dst.path) if run.mode == "resume" else None
     final = plan.stages[-1]
     last = CopyJob(path=rel, source=src, target=dst, box=final.box, read_batch=final.read_batch,
-                   write_batch=final.write_batch)  # fmt: skip
+                   write_batch=final.write_batch, workers=final.workers)  # fmt: skip
     stages: list[tuple[CopyJob, list[Box]]] = []
     pending = last.pending(present)
     if plan.staged and pending:
         assert plan.intermediate is not None
         mid, mid_present = _staging_handle(run, rel, src_meta, plan.intermediate, dry_run)
-        first = CopyJob(path=rel, source=src, target=mid, box=plan.stages[0].box,
-                        read_batch=plan.stages[0].read_batch, write_batch=plan.stages[0].write_batch)  # fmt: skip
-        last = CopyJob(path=rel, source=mid, target=dst, box=last.box, read_batch=last.read_batch,
-                       write_batch=last.write_batch)  # fmt: skip
+        one = plan.stages[0]
+        first = CopyJob(path=rel, source=src, target=mid, box=one.box, read_batch=one.read_batch,
+                        write_batch=one.write_batch, workers=one.workers)  # fmt: skip
+        last = dataclasses.replace(last, source=mid)
         stages.append((first, first.pending(mid_present)))
     stages.append((last, pending))
     run.jobs.append(stages)
@@ -311,11 +312,11 @@ def convert(
     Examples
     --------
     >>> import numpy as np, zarr_dask
-    >>> src = zarr_dask.create_group("memory://convert-doc-src", zarr_format=2)
+    >>> src = zarr_dask.create_group("memory://convert-doc-src", zarr_format=2, overwrite=True)
     >>> t = src.create_array("t", shape=(48, 20), dtype="f4", chunks=(1, 20), dimension_names=["time", "x"])
     >>> t[:] = np.arange(960, dtype="f4").reshape(48, 20)
     >>> report = zarr_dask.convert("memory://convert-doc-src", "memory://convert-doc-dst", zarr_format=3,
-    ...                            chunks="time=48,x=5", shards="x=20", scheduler="synchronous")
+    ...                            chunks="time=48,x=5", shards="x=20", mode="w", scheduler="synchronous")
     >>> out = zarr_dask.open_array("memory://convert-doc-dst", path="t")
     >>> out.chunks, out.shards, out.dimension_names, float(out[47, 19])
     ((48, 5), (48, 20), ('time', 'x'), 959.0)

@@ -5,8 +5,9 @@ target write units (shards when sharded, else chunks), so every storage key is w
 whole (no read-modify-write). What one task holds at its peak (:func:`task_memory`):
 
 * the box itself, uncompressed;
-* a batch of fetched source chunks (compressed bytes, counted at their uncompressed size) and one decoded
-  source chunk (the scratch buffer a chunk that is not contiguous in the box is decoded into);
+* a batch of fetched source units (compressed bytes, counted at their uncompressed size: a chunk, or the
+  part of a shard the box needs) and one decoded source chunk (the scratch buffer a chunk that is not
+  contiguous in the box is decoded into);
 * a batch of encoded target units plus the unit being encoded (twice its size: the data and its encoding).
 
 A *direct* plan uses boxes that cover whole source chunks too (no source chunk decoded twice, except where
@@ -14,13 +15,17 @@ the two grids do not line up). When such a box does not fit into the memory budg
 is *staged*, like rechunker: the source is first copied to an intermediate array whose chunks lie between
 the source and the target chunks, then the intermediate to the target, each stage with boxes that fit.
 When even one target unit (or one source chunk) cannot fit, the plan is refused with the numbers.
+
+A pass of only a few boxes (fewer than two per thread; e.g. one variable whose source chunks span whole maps)
+would leave threads idle, so each of its tasks reads and writes its box with several threads, as many as its
+share of the budget holds (each thread with its own batches and buffers, the box shared).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zarr_dask.errors import WritePlanError
 
@@ -53,6 +58,8 @@ class Stage:
     memory: int  #: estimated peak bytes of one task
     read_batch: int  #: source chunks fetched per store call
     write_batch: int  #: target units stored per store call
+    box_bytes: int = 0  #: uncompressed bytes of one box
+    workers: int = 1  #: threads one task reads and writes with (when the pass has few tasks)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,19 +84,22 @@ def task_memory(
 ) -> tuple[int, int, int]:
     """``(peak bytes, read batch, write batch)`` of a task copying ``box`` (see the module docstring).
 
-    The least a task needs is the box, one fetched and one decoded source chunk, one stored and one encoding
-    target unit (twice); memory left in ``budget`` goes to larger batches (fewer store calls), up to 64 items
-    or 32 MiB each. So the peak never exceeds ``budget`` unless even the least does.
+    The least a task needs is the box, one fetched source unit (the part of a shard the box needs: its inner
+    chunks, or the whole shard) and one decoded source chunk, one stored and one encoding target unit (twice);
+    memory left in ``budget`` goes to larger batches (fewer store calls), up to 64 items or 32 MiB each. So the
+    peak never exceeds ``budget`` unless even the least does.
     """
+    needed = (min(u, -(-b // c) * c + c) for b, u, c in zip(box, source.unit, source.chunk, strict=True))
+    fetch = max(min(_nbytes(source.unit, itemsize), math.prod(needed) * itemsize), 1)
     chunk = max(_nbytes(source.chunk, itemsize), 1)
     unit = max(_nbytes(target.unit, itemsize), 1)
-    nchunks = math.prod(-(-b // c) + 1 for b, c in zip(box, source.chunk, strict=True))
+    nfetch = math.prod(-(-b // u) + 1 for b, u in zip(box, source.unit, strict=True))
     nunits = math.prod(-(-b // u) for b, u in zip(box, target.unit, strict=True))
-    least = _nbytes(box, itemsize) + 2 * chunk + 3 * unit
+    least = _nbytes(box, itemsize) + fetch + chunk + 3 * unit
     spare = max(0, budget - least) // 2
-    read_batch = max(1, min(1 + spare // chunk, 64, max(1, MAX_BATCH_BYTES // chunk), nchunks))
+    read_batch = max(1, min(1 + spare // fetch, 64, max(1, MAX_BATCH_BYTES // fetch), nfetch))
     write_batch = max(1, min(1 + spare // unit, 64, max(1, MAX_BATCH_BYTES // unit), max(nunits, 1)))
-    peak = least + (read_batch - 1) * chunk + (write_batch - 1) * unit
+    peak = least + (read_batch - 1) * fetch + (write_batch - 1) * unit
     return peak, read_batch, write_batch
 
 
@@ -102,7 +112,8 @@ def _cover(inner: int, unit: int, extent: int) -> int:
 def _stage(box: Sequence[int], source: Layout, target: Layout, itemsize: int, budget: int, shape: Sequence[int]) -> Stage:
     box = tuple(min(b, max(n, 1)) for b, n in zip(box, shape, strict=True))  # one box covers the whole dimension
     peak, rb, wb = task_memory(box, source, target, itemsize, budget)
-    return Stage(source=source, target=target, box=tuple(box), memory=peak, read_batch=rb, write_batch=wb)
+    return Stage(source=source, target=target, box=tuple(box), memory=peak, read_batch=rb, write_batch=wb,
+                 box_bytes=_nbytes(box, itemsize))  # fmt: skip
 
 
 def _grow(stage: Stage, shape: Sequence[int], itemsize: int, budget: int) -> Stage:
@@ -118,6 +129,23 @@ def _grow(stage: Stage, shape: Sequence[int], itemsize: int, budget: int) -> Sta
                 return _stage(box, stage.source, stage.target, itemsize, budget, shape)
             box = trial
     return _stage(box, stage.source, stage.target, itemsize, budget, shape)
+
+
+def _with_workers(stage: Stage, shape: Sequence[int], itemsize: int, budget: int, threads: int) -> Stage:
+    """A pass of few big tasks (fewer than two per thread) reads and writes each box with several threads, as
+    many as the budget allows: each thread holds its own batches and buffers besides the shared box, so the
+    batches shrink to make room (threads matter more than batch size here)."""
+    tasks = math.prod(-(-max(n, 1) // max(b, 1)) for n, b in zip(shape, stage.box, strict=True))
+    least = task_memory(stage.box, stage.source, stage.target, itemsize, 0)[0] - stage.box_bytes
+    if threads <= 1 or tasks >= 2 * threads or least <= 0:
+        return stage
+    workers = max(1, min(threads, (budget - stage.box_bytes) // least))
+    if workers == 1:
+        return stage
+    share = stage.box_bytes + (budget - stage.box_bytes) // workers  # what one thread may hold, box included
+    peak, rb, wb = task_memory(stage.box, stage.source, stage.target, itemsize, share)
+    return replace(stage, workers=workers, read_batch=rb, write_batch=wb,
+                   memory=stage.box_bytes + workers * (peak - stage.box_bytes))  # fmt: skip
 
 
 def _direct_box(source: Layout, target: Layout, shape: Sequence[int]) -> tuple[int, ...]:
@@ -207,8 +235,10 @@ def plan_copy(
     shape = tuple(int(n) for n in shape)
     direct = _stage(_direct_box(source, target, shape), source, target, itemsize, budget, shape)
     if direct.memory <= budget:
-        return StagePlan(stages=(_grow(direct, shape, itemsize, budget),), task_budget=budget)
-    smallest = Layout(unit=target.unit, chunk=tuple(min(s, u) for s, u in zip(source.chunk, target.unit, strict=True)))
+        stage = _with_workers(_grow(direct, shape, itemsize, budget), shape, itemsize, budget, threads)
+        return StagePlan(stages=(stage,), task_budget=budget)
+    least = tuple(min(s, u) for s, u in zip(source.chunk, target.unit, strict=True))
+    smallest = Layout(unit=least, chunk=least)
     one_unit = _stage(target.unit, smallest, target, itemsize, budget, shape)  # read from chunks no larger
     if one_unit.memory > budget:
         raise _refuse("target unit (shard or chunk)", target.unit, one_unit.memory, budget, threads, max_memory)
@@ -219,5 +249,5 @@ def plan_copy(
     layout = Layout(unit=mid, chunk=mid)
     first = _stage(_direct_box(source, layout, shape), source, layout, itemsize, budget, shape)
     second = _stage(_direct_box(layout, target, shape), layout, target, itemsize, budget, shape)
-    first, second = _grow(first, shape, itemsize, budget), _grow(second, shape, itemsize, budget)
+    first, second = (_with_workers(_grow(s, shape, itemsize, budget), shape, itemsize, budget, threads) for s in (first, second))
     return StagePlan(stages=(first, second), intermediate=mid, task_budget=budget)

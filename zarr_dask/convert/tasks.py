@@ -13,6 +13,7 @@ import itertools
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -51,14 +52,16 @@ class CopyJob:
     box: tuple[int, ...]
     read_batch: int
     write_batch: int
+    workers: int = 1  #: threads each task reads and writes with
 
     def edges(self) -> list[list[int]]:
         """Per dimension, where the boxes start (whole target units), then the extent."""
         out = []
         for grid, n, b in zip(self.target.io.grids, self.target.shape, self.box, strict=True):
             nunits = grid.nchunks()
-            unit = max(grid.size(0), 1) if nunits else 1
-            step = max(1, -(-b // unit))
+            # the planned unit: the largest one (a rectilinear grid's boxes then hold at most the planned size)
+            unit = (grid.size(0) if grid.is_regular else max(grid.size(i) for i in range(nunits))) if nunits else 1
+            step = max(1, -(-b // max(unit, 1)))
             out.append([min(grid.start(i), n) for i in range(0, nunits, step)] + [n] if nunits and n else [])
         return out
 
@@ -118,22 +121,35 @@ def _release_memory() -> None:
         libc.malloc_trim(0)
 
 
-def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_batch: int) -> int:
-    """Read ``box`` from ``src`` in batches of chunks and write it to ``dst`` in batches of units."""
+def _run(func: Any, items: Sequence[Any], size: int, workers: int) -> None:
+    """``func`` over batches of ``size`` items, on ``workers`` threads (their decode buffers die with them)."""
+    batches = [items[i : i + size] for i in range(0, len(items), size)]
+    if workers <= 1 or len(batches) <= 1:
+        for batch in batches:
+            func(batch)
+        return
+    with ThreadPoolExecutor(min(workers, len(batches)), thread_name_prefix="zarr_dask_copy") as pool:
+        for _ in pool.map(func, batches):  # re-raises the first failure
+            pass
+
+
+def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_batch: int, workers: int) -> int:
+    """Read ``box`` from ``src`` in batches of chunks and write it to ``dst`` in batches of units; with several
+    ``workers`` the batches run side by side (each batch touches its own part of the box, its own keys)."""
     dims = [DimSelection(lo, hi, 1) for lo, hi in box]
     out = np.empty(tuple(hi - lo for lo, hi in box), dtype=src.dtype)
     if out.size:
         reads = list(chunk_projections(dims, src.io.grids, src.shape))
-        for i in range(0, len(reads), read_batch):
-            src.io.read_into(out, reads[i : i + read_batch])
+        _run(lambda batch: src.io.read_into(out, batch), reads, read_batch, workers)
         value = out if out.dtype == dst.dtype else out.astype(dst.dtype)
         writes = list(chunk_projections(dims, dst.io.grids, dst.shape))
-        for i in range(0, len(writes), write_batch):
-            dst.io.write_from(value, writes[i : i + write_batch])
+        _run(lambda batch: dst.io.write_from(value, batch), writes, write_batch, workers)
     return int(out.nbytes)
 
 
-def copy_box(source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, *_after: Any) -> Stats:
+def copy_box(
+    source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, workers: int, *_after: Any
+) -> Stats:
     """Copy one box; returns the task's :data:`Stats` (never data)."""
     src = ArrayHandle(source.store.with_read_only(True), source.path, source.metadata,
                       allow_unsafe_codecs=source.allow_unsafe_codecs)  # fmt: skip
@@ -141,7 +157,7 @@ def copy_box(source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int
                       allow_unsafe_codecs=target.allow_unsafe_codecs, write_empty_chunks=target.write_empty_chunks)  # fmt: skip
     _libc()
     try:
-        nbytes = _copy(src, dst, box, read_batch, write_batch)
+        nbytes = _copy(src, dst, box, read_batch, write_batch, workers)
     finally:
         # the per-thread decode buffers would otherwise outlive the task (one per chunk shape seen)
         chunk_io._SCRATCH.__dict__.pop("bufs", None)
@@ -196,7 +212,8 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]]) -> Delaye
             keys = []
             for b, box in enumerate(boxes):
                 key = (f"{name}-copy-{a}-{s}", b)
-                tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch, *after)
+                tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch,
+                                  job.workers, *after)  # fmt: skip
                 keys.append(key)
             done = (f"{name}-done", a, s)
             _fan_in(keys, f"{name}-{a}-{s}", done, tasks)

@@ -8,7 +8,8 @@ without this module importing it.
 Examples
 --------
 >>> import zarr_dask
->>> a = zarr_dask.create_array("memory://html-doc", shape=(100, 80), dtype="f4", chunks=(10, 20), shards=(50, 80))
+>>> a = zarr_dask.create_array("memory://html-doc", shape=(100, 80), dtype="f4", chunks=(10, 20), shards=(50, 80),
+...                            overwrite=True)
 >>> html = array_html(a)
 >>> "Shards" in html and "<svg" in html and "(100, 80)" in html
 True
