@@ -9,7 +9,9 @@ Workloads (issue 4), on local files, float32, zstd level 0, same data for everyo
 * ``write-shard`` write the same dask array to 64 MiB shards of 1 MiB inner chunks;
 * ``1e6-chunks``  open a 10^6-chunk array, build the dask array and compute ``[0:10]``.
 
-Contenders: ``zarr_dask`` (``from_zarr(url).compute()`` / ``to_zarr(x, url, ...)`` with default settings),
+Contenders: ``zarr_dask`` (``from_zarr(url).compute()`` -- which on a local scheduler reads straight into the
+result -- / ``to_zarr(x, url, ...)``, default settings), ``zarr_dask (graph)`` (reads: ``dask.compute(x)``, the
+same blocks through dask's scheduler and dask's concatenation of the blocks),
 ``dask+zarr-python`` (``dask.array.from_zarr`` / ``dask.array.to_zarr`` into a zarr-python array), both on dask's
 threaded scheduler with 2 workers; ``tensorstore`` (``read()`` / ``write()`` on a zarr3 TensorStore, 2 I/O and 2
 copy threads; rows skipped if it is not installed); ``floor``: a bare 2-thread loop that reads each chunk (or
@@ -54,6 +56,7 @@ ONLY = {w for w in os.environ.get("ZD_BENCH_ONLY", "").split(",") if w}
 THREADS = 2
 ZSTD0 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 FLOOR, TS, OURS, PEER = "floor", "tensorstore", "zarr_dask", "dask+zarr-python"
+GRAPH = "zarr_dask (graph)"  # the same read through dask's scheduler: blocks, then dask's concatenation
 
 try:
     import tensorstore as ts
@@ -233,6 +236,7 @@ def read_workload(table: Table, label: str, root: Path, data: np.ndarray, chunk:
     side = data.shape[0]
     contenders: dict[str, Callable[[], Any]] = {
         OURS: lambda: zarr_dask.from_zarr(str(url)).compute(),
+        GRAPH: lambda: dask.compute(zarr_dask.from_zarr(str(url)))[0],
         PEER: lambda: da.from_zarr(zarr.open_array(str(url), mode="r")).compute(),
         FLOOR: (lambda: floor_read_shards(url, side, shard, chunk)) if shard else (lambda: floor_read_chunks(url, side, chunk)),
     }
@@ -330,6 +334,8 @@ def report(table: Table) -> None:
         if TS in meds:
             line += f" | {ours / meds[TS]:5.2f}x tensorstore"
         line += f" | dask+zarr-python {meds[PEER] / meds[FLOOR]:5.2f}x floor ({meds[PEER] / ours:4.1f}x ours)"
+        if GRAPH in meds:
+            line += f" | graph path {meds[GRAPH] / meds[best_name]:5.2f}x best"
         print(line, flush=True)
     if any(w == "1e6-chunks" for w, *_ in table.rows):
         print(f"  1e6-chunks target <= 0.05 s: zarr_dask {table.median('1e6-chunks', OURS):.4f} s")

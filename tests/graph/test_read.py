@@ -270,3 +270,23 @@ def test_block_memory_is_recycled_and_views_keep_it() -> None:
     np.testing.assert_array_equal(view, 1.5)
     del view
     assert POOL.idle_bytes == 4 << 20
+
+
+def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = create(MemoryStore(), (40, 30), (7, 6), dtype="f8")
+    data = reference_data(a.shape)
+    a[:] = data
+    x = zarr_dask.from_zarr(a, chunks=(14, 12))
+    assert isinstance(x, da.Array) and isinstance(x, zarr_dask.graph.read.ZarrArray)
+    assert type(x + 1) is da.Array and type(x[1:]) is da.Array  # operations give plain dask arrays
+    calls: list[int] = []
+    original = ArrayHandle.read_all
+    monkeypatch.setattr(ArrayHandle, "read_all", lambda self, threads: calls.append(threads) or original(self, threads))
+    with TaskLog() as log:
+        np.testing.assert_array_equal(x.compute(scheduler="threads", num_workers=3), data)
+        np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+        np.testing.assert_array_equal(np.asarray(x), data)
+    assert calls[:2] == [3, 1] and len(calls) == 3 and log.keys == []  # no dask task ran
+    np.testing.assert_array_equal(dask.compute(x)[0], data)  # through the graph: same values
+    np.testing.assert_array_equal(x.compute(scheduler="processes"), data)
+    assert len(calls) == 3

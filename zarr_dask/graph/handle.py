@@ -12,6 +12,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -159,6 +160,21 @@ class ArrayHandle:
         out = buffers.empty(tuple(d.count for d in dims), self.dtype)
         if out.size:
             self.read_projections(out, list(chunk_projections(dims, self.io.grids, self.shape)))
+        return out
+
+    def read_all(self, threads: int) -> np.ndarray[Any, Any]:
+        """The whole array, read by ``threads`` threads straight into one result (not from a dask task)."""
+        dims = normalize_selection(Ellipsis, self.shape)
+        out = np.empty(tuple(d.count for d in dims), dtype=self.dtype)
+        projections = list(chunk_projections(dims, self.io.grids, self.shape)) if out.size else []
+        if threads <= 1 or len(projections) <= 1:
+            self.read_projections(out, projections)
+            return out
+        step = self.local_batch if not self.store.batched_io else -(-len(projections) // (4 * threads))
+        batches = [projections[i : i + step] for i in range(0, len(projections), step)]
+        with ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_read") as pool:
+            for done in [pool.submit(self.read_projections, out, b) for b in batches]:
+                done.result()
         return out
 
     def read_projections(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:

@@ -1,13 +1,17 @@
 """The read planner: :func:`from_zarr` maps storage keys (chunks or shards) onto dask blocks.
 
-* Default blocks are whole storage units merged up to dask's ``array.chunk-size``; a unit is never split
-  unless the caller asks (``chunks=``), and then a :class:`~dask.array.core.PerformanceWarning` says what
-  it costs. Rectilinear grids give irregular blocks directly.
+* Default blocks are whole storage units merged up to dask's ``array.chunk-size``, trailing dimension first
+  (blocks are contiguous pieces of the C-ordered result); a unit is never split unless the caller asks
+  (``chunks=``), and then a :class:`~dask.array.core.PerformanceWarning` says what it costs. Rectilinear
+  grids give irregular blocks directly.
 * The graph is one lazy ``Blockwise`` layer of ``getter(handle, block_slices)`` tasks: nothing is
   built per block until dask culls the graph to the blocks a computation needs, and dask's slice fusion
   pushes a later ``x[0, :10]`` into the read, so only the keys the selection touches are fetched.
-* A task reads its block with one batched store call (concurrent on remote stores) and decodes each chunk
-  straight into the block where its place is contiguous.
+* A task reads its block with one batched store call (concurrent on remote stores; small batches on local
+  files, which keeps the bytes in cache) and decodes each chunk straight into the block where its place is
+  contiguous; block memory is recycled (:mod:`zarr_dask.graph.buffers`).
+* ``compute()`` of a whole, untransformed array on a local scheduler skips the blocks and dask's
+  concatenation of them: it reads straight into the result (:class:`ZarrArray`).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.store import Store
 
-__all__ = ["from_zarr", "handle_of", "read_chunks", "unit_chunks"]
+__all__ = ["ZarrArray", "from_zarr", "handle_of", "read_chunks", "unit_chunks"]
 
 
 _blockwise: Any = core_blockwise
@@ -75,6 +79,38 @@ class _BlockSlices(ArrayBlockwiseDep):
 
     def __dask_tokenize__(self) -> Any:
         return ("zarr_dask.BlockSlices", chunks_token(self.chunks))
+
+
+class ZarrArray(DaskArray):
+    """What :func:`from_zarr` returns: a dask array in every respect (operations on it return plain dask
+    arrays), except that ``compute()`` of the whole, untransformed array on a local scheduler (threads or
+    sync) reads every chunk straight into the result with the scheduler's number of threads -- one
+    allocation and no per-block copies, instead of reading blocks and concatenating them."""
+
+    def compute(self, **kwargs: Any) -> Any:
+        handle = self.__dict__.get("_zarr_handle")
+        threads = _local_threads(self, kwargs)
+        if handle is None or threads is None:
+            return cast(Any, super()).compute(**kwargs)
+        return handle.read_all(threads)
+
+
+_DIRECT_KWARGS = frozenset({"scheduler", "num_workers", "optimize_graph", "traverse"})
+
+
+def _local_threads(x: DaskArray, kwargs: dict[str, Any]) -> int | None:
+    """Threads of the local scheduler ``compute(**kwargs)`` would use; None for any other scheduler."""
+    if set(kwargs) - _DIRECT_KWARGS:
+        return None
+    from dask import local, threaded
+    from dask.base import get_scheduler
+
+    get = cast(Any, get_scheduler)(scheduler=kwargs.get("scheduler"), collections=[x])
+    if get is local.get_sync:
+        return 1
+    if get is threaded.get:
+        return int(kwargs.get("num_workers") or config.get("num_workers", None) or os.cpu_count() or 1)
+    return None
 
 
 def handle_of(
@@ -172,7 +208,7 @@ def from_zarr(
     name: str | bool | None = None,
     inline_array: bool = False,
     **open_kwargs: Any,
-) -> DaskArray:
+) -> ZarrArray:
     """Load a Zarr array (v2 or v3) as a dask array; a drop-in for :func:`dask.array.from_zarr`.
 
     Parameters
@@ -199,6 +235,8 @@ def from_zarr(
     Returns
     -------
     dask.array.Array
+        A :class:`ZarrArray`: ``compute()`` of the whole array on a local scheduler reads straight into
+        the result; everything else is plain dask.
 
     Examples
     --------
@@ -219,4 +257,6 @@ def from_zarr(
         name = "from-zarr-" + uuid.uuid4().hex
     graph = _graph(handle, dask_chunks, str(name), inline_array)
     meta = np.empty((0,) * handle.ndim, dtype=handle.dtype)
-    return cast(DaskArray, cast(Any, DaskArray)(graph, str(name), dask_chunks, meta=meta))
+    out = cast(ZarrArray, cast(Any, ZarrArray)(graph, str(name), dask_chunks, meta=meta))
+    out.__dict__["_zarr_handle"] = handle
+    return out
