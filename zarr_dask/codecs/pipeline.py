@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -35,6 +36,8 @@ from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError, 
 from zarr_dask.spec.dtypes import DataType
 
 __all__ = ["CodecPipeline", "pipeline_from_v2", "pipeline_from_v3"]
+
+_log = logging.getLogger("zarr_dask.codecs")
 
 _KIND_TEXT = {"array_array": "array->array", "array_bytes": "array->bytes", "bytes_bytes": "bytes->bytes"}
 
@@ -499,6 +502,7 @@ def pipeline_from_v3(
         "chunk_shape": tuple(chunk_shape),
         "allow_unsafe_codecs": allow_unsafe_codecs,
     }
+    _log.debug("v3 pipeline for %s %s: %s", data_type.name, tuple(chunk_shape), [c.name for c in (*aa, ab, *bb)])
     return V3Pipeline(aa, ab, bb, data_type=data_type, chunk_shape=tuple(chunk_shape), args=args)
 
 

@@ -9,6 +9,7 @@ where a plain ``Array[...]`` gets its parallelism (the dask engine calls the sin
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 
+_log = logging.getLogger("zarr_dask.core")
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
@@ -382,6 +384,7 @@ class ChunkIO:
         if out.size == 0:
             return out
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
+        _log.debug("%s /%s: read %d storage keys", self.store.url, self.path, len(projections))
         run_batches(
             lambda batch: self.read_into(out, batch), projections, threads=threads, batched_io=self.store.batched_io
         )
@@ -438,6 +441,7 @@ class ChunkIO:
         if any(d.count == 0 for d in dims):
             return
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
+        _log.debug("%s /%s: write %d storage keys", self.store.url, self.path, len(projections))
         run_batches(
             lambda batch: self.write_from(value, batch), projections, threads=threads, batched_io=self.store.batched_io
         )

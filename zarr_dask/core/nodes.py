@@ -8,6 +8,7 @@ race.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +35,8 @@ ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 GroupMetadata = GroupMetadataV2 | GroupMetadataV3
 NodeMetadata = ArrayMetadata | GroupMetadata
 ZarrFormat = Literal[2, 3]
+
+_log = logging.getLogger("zarr_dask.core")
 
 V3_DOC = "zarr.json"
 V2_DOCS = (".zarray", ".zgroup", ".zattrs")
@@ -94,7 +97,9 @@ def parse_node(docs: Mapping[str, bytes], path: str, store: Store) -> NodeMetada
 def read_node(store: Store, path: str, zarr_format: ZarrFormat | None = None) -> NodeMetadata | None:
     """The metadata of the node at ``path``, or None (one batched store call)."""
     docs = store.get_many(candidate_keys(path, zarr_format))
-    return parse_node(docs, path, store)
+    node = parse_node(docs, path, store)
+    _log.debug("%s /%s: %s", store.url, path, type(node).__name__ if node is not None else "no node")
+    return node
 
 
 def read_consolidated_v2(store: Store, path: str, data: bytes) -> ConsolidatedMetadata:
@@ -174,6 +179,7 @@ def write_node(
     check_parents(store, path, None)
     ensure_parents(store, path, zarr_format)
     store.set_many(documents(path, metadata))
+    _log.debug("%s /%s: created %s (zarr_format %d)", store.url, path, type(metadata).__name__, zarr_format)
 
 
 def delete_node(store: Store, path: str) -> None:

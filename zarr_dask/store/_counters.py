@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["COUNTER_KINDS", "RequestCounters"]
+
+_log = logging.getLogger("zarr_dask.store")
 
 #: Every counter a :class:`RequestCounters` keeps, in display order.
 COUNTER_KINDS: tuple[str, ...] = (
@@ -45,11 +48,12 @@ class RequestCounters:
     (1, 0)
     """
 
-    __slots__ = ("_counts", "_lock")
+    __slots__ = ("_counts", "_label", "_lock")
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "") -> None:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTER_KINDS, 0)
+        self._label = label  # the store URL, for the ``zarr_dask.store`` debug log of every request batch
 
     def add(self, **counts: int) -> None:
         """Add to one or more counters, e.g. ``add(get=3, bytes_read=1024)``.
@@ -64,6 +68,8 @@ class RequestCounters:
         KeyError
             For an unknown kind (a bug in the caller).
         """
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("%s: %s", self._label or "store", " ".join(f"{k}={v}" for k, v in counts.items()))
         with self._lock:
             for kind, count in counts.items():
                 if kind not in self._counts:

@@ -52,7 +52,7 @@ class Store(ABC):
     def __init__(self, url: str, *, read_only: bool) -> None:
         self.url = url
         self.read_only = bool(read_only)
-        self.counters = RequestCounters()
+        self.counters = RequestCounters(url)
 
     # ----------------------------------------------------------------------------------------- reading
     @abstractmethod

@@ -122,8 +122,11 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
         KeyError
             The group has arrays but none of them can be opened (xarray's message).
         """
+        import logging
+
         from zarr_dask.xarray_backend.reading import open_dataset
 
+        logging.getLogger("zarr_dask.xarray").debug("open_dataset %s group=%s", filename_or_obj, group)
         return open_dataset(
             filename_or_obj,
             drop_variables=drop_variables,
