@@ -9,6 +9,7 @@ distributed workers are cheap and a retried task rewrites exactly the same bytes
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Mapping
 from typing import Any, cast
@@ -51,9 +52,13 @@ def _as_dask(arr: Any) -> DaskArray:
     return cast(DaskArray, cast(Any, da).asarray(arr))
 
 
+_log = logging.getLogger("zarr_dask.graph")
+
+
 def make_plan(arr: DaskArray, target: Target) -> WritePlan:
     """The write plan of ``arr`` into ``target`` (no I/O)."""
     h = target.handle
+    _log.debug("%s /%s: planning a %s write of %d dask blocks", h.store.url, h.path, target.action, arr.npartitions)
     dims = tuple(
         plan_dim(g, n, o, c) for g, n, o, c in zip(h.io.grids, h.shape, target.offsets, arr.chunks, strict=True)
     )
