@@ -40,7 +40,7 @@ def test_merge_factors_examples() -> None:
     assert merge_factors([1, 721, 1440], [365, 1, 1], 4, 128 * mib) == [32, 1, 1]  # time slabs
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=100)
 @given(
     st.lists(st.tuples(st.integers(1, 50), st.integers(1, 40)), min_size=1, max_size=4),
     st.sampled_from([1, 2, 4, 8]),

@@ -130,8 +130,10 @@ def handle_of(
             url_or_array.store,
             url_or_array.path,
             url_or_array.metadata,
-            allow_unsafe_codecs=open_kwargs.get("allow_unsafe_codecs", url_or_array._allow_unsafe_codecs),
-            write_empty_chunks=open_kwargs.get("write_empty_chunks", url_or_array._write_empty_chunks),
+            allow_unsafe_codecs=open_kwargs.get(
+                "allow_unsafe_codecs", getattr(url_or_array, "_allow_unsafe_codecs", False)
+            ),
+            write_empty_chunks=open_kwargs.get("write_empty_chunks", getattr(url_or_array, "_write_empty_chunks", False)),
         )
     if not isinstance(url_or_array, str | os.PathLike | Store):
         raise TypeError(
