@@ -11,6 +11,7 @@ from dask.base import tokenize
 
 from zarr_dask.errors import InvalidPathError, ReadOnlyError
 from zarr_dask.store import MemoryStore, Store, open_store
+from zarr_dask.store.arena import read_arena
 
 DATA = bytes(range(256)) * 4  # 1024 bytes
 
@@ -122,6 +123,18 @@ def test_get_ranges_batch_keeps_order_and_reports_missing(filled: Store) -> None
     expected = [DATA[s:e] if key == "a/c/0/0" else None for key, s, e in requests]
     assert got == expected
     assert filled.get_ranges([]) == []
+
+
+def test_get_ranges_into_arena_memory_match_get_ranges(filled: Store) -> None:
+    requests = [(key, start, end) for start, end in RANGES for key in ("a/c/0/0", "missing")]
+    with read_arena() as arena:
+        got = filled.get_ranges_into(requests, arena)
+        assert [None if g is None else bytes(g) for g in got] == filled.get_ranges(requests)
+        many = filled.get_many_into(["a/c/0/0", "missing", "a/c/0/1", "a/c/0/1"], arena)
+        assert {k: bytes(v) for k, v in many.items()} == {"a/c/0/0": DATA, "a/c/0/1": b"01"}
+        assert bytes(got[0] or b"") == DATA[0:10]  # still valid after later reads into the same arena
+    with read_arena() as arena:
+        assert filled.get_ranges_into([], arena) == [] and filled.get_many_into([], arena) == {}
 
 
 def test_get_ranges_of_an_empty_value(store: Store) -> None:

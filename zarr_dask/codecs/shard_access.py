@@ -240,7 +240,7 @@ class ShardRead:
             return (self.key, None, None)
         return (self.key, *self.codec.index_request())
 
-    def plan(self, first: bytes | None) -> list[Request]:
+    def plan(self, first: BufferLike | None) -> list[Request]:
         """Take the answer to :meth:`first_request`; return the payload ranges still to fetch."""
         if first is None:
             self._missing = True
@@ -271,7 +271,7 @@ class ShardRead:
             requests[last] = (self.key, self._groups[last].start, self._groups[last].end + self.codec.index_size())
         return requests
 
-    def _buffers(self, fetched: Sequence[bytes | None]) -> dict[int, tuple[memoryview, int]]:
+    def _buffers(self, fetched: Sequence[BufferLike | None]) -> dict[int, tuple[memoryview, int]]:
         """Check the fetched groups; map each span to (buffer, offset of the buffer in the shard)."""
         out: dict[int, tuple[memoryview, int]] = {}
         extra = self.codec.index_size() if self.codec.index_location == "end" else 0
@@ -295,7 +295,7 @@ class ShardRead:
                 out[m] = (view, g.start)
         return out
 
-    def decode_into(self, out: np.ndarray[Any, Any], fetched: Sequence[bytes | None], scratch: Scratch) -> None:
+    def decode_into(self, out: np.ndarray[Any, Any], fetched: Sequence[BufferLike | None], scratch: Scratch) -> None:
         """Decode every needed inner chunk into ``out`` (fill value where nothing is stored)."""
         fill = self.spec.fill_value
         if self._missing:

@@ -9,6 +9,7 @@ where a plain ``Array[...]`` gets its parallelism (the dask engine calls the sin
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
+from zarr_dask.codecs.base import BufferLike
 from zarr_dask.codecs.pipeline import V3Pipeline
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing, ShardRead, inner_parts, write_shard
 from zarr_dask.codecs.sharding import ShardingCodec
@@ -30,6 +32,7 @@ from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
+from zarr_dask.store.arena import read_arena
 
 _log = logging.getLogger("zarr_dask.core")
 _POOL: ThreadPoolExecutor | None = None
@@ -59,30 +62,45 @@ def run_batches(
     *,
     threads: int | None = None,
     batched_io: bool = True,
+    pool: ThreadPoolExecutor | None = None,
 ) -> None:
     """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile.
 
     With ``batched_io`` (remote stores) items are grouped into a few large batches, so each store call fans
     out many keys at once; without it (local files, memory) every item is its own task, which keeps each
-    chunk's bytes hot in cache between reading and decoding.
+    chunk's bytes hot in cache between reading and decoding. The calling thread works too, next to
+    ``threads - 1`` threads of ``pool`` (default: the shared I/O pool): no thread sits waiting, and a busy
+    pool never stalls the call.
     """
     n = len(items)
     threads = io_threads() if threads is None else threads
     if n == 0:
         return
-    if threads <= 1 or n == 1 or threading.current_thread().name.startswith("zarr_dask_io"):
+    if threads <= 1 or n == 1 or threading.current_thread().name.startswith(("zarr_dask_io", "zarr_dask_read")):
         func(items)
         return
     size = -(-n // min(n, threads * 4)) if batched_io else 1
-    futures = [_pool().submit(func, items[i : i + size]) for i in range(0, n, size)]
-    errors = []
-    for f in futures:
-        try:
-            f.result()
-        except BaseException as e:  # collect, so no batch is left running unobserved
-            errors.append(e)
-    if errors:
-        raise errors[0]
+    batches = [items[i : i + size] for i in range(0, n, size)]
+    claim = itertools.count()  # next() is atomic under the GIL: each batch runs exactly once
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while not failed:
+            i = next(claim)
+            if i >= len(batches):
+                return
+            try:
+                func(batches[i])
+            except BaseException as e:  # stop every worker; the caller re-raises the first error
+                failed.append(e)
+                return
+
+    helpers = [(pool or _pool()).submit(work) for _ in range(min(threads, len(batches)) - 1)]
+    work()
+    for f in helpers:
+        f.result()
+    if failed:
+        raise failed[0]
 
 
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
@@ -251,21 +269,22 @@ class ChunkIO:
             )
             for p in projections
         ]
-        first = self.store.get_ranges([r.first_request() for r in reads])
-        wanted: list[list[tuple[str, int | None, int | None]]] = []
-        for r, got in zip(reads, first, strict=True):
-            try:
-                wanted.append(r.plan(got))
-            except ZarrDaskError as e:
-                raise self._shard_error(r.key, e) from e
-        fetched = self.store.get_ranges([q for w in wanted for q in w]) if any(wanted) else []
-        pos = 0
-        for r, w in zip(reads, wanted, strict=True):
-            try:
-                r.decode_into(out, fetched[pos : pos + len(w)], self._scratch)
-            except ZarrDaskError as e:
-                raise self._shard_error(r.key, e) from e
-            pos += len(w)
+        with read_arena() as arena:  # the fetched bytes live until decoded: reuse memory, no page faults
+            first = self.store.get_ranges_into([r.first_request() for r in reads], arena)
+            wanted: list[list[tuple[str, int | None, int | None]]] = []
+            for r, got in zip(reads, first, strict=True):
+                try:
+                    wanted.append(r.plan(got))
+                except ZarrDaskError as e:
+                    raise self._shard_error(r.key, e) from e
+            fetched = self.store.get_ranges_into([q for w in wanted for q in w], arena) if any(wanted) else []
+            pos = 0
+            for r, w in zip(reads, wanted, strict=True):
+                try:
+                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch)
+                except ZarrDaskError as e:
+                    raise self._shard_error(r.key, e) from e
+                pos += len(w)
 
     def _write_shards(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Write whole shards; a shard covered only partly is read, merged and written back (one set each)."""
@@ -300,7 +319,7 @@ class ChunkIO:
             self.store.delete_many(to_delete)
 
     # ------------------------------------------------------------------ decode / encode one chunk
-    def decode_chunk(self, key: str, data: bytes, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    def decode_chunk(self, key: str, data: BufferLike, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
         try:
             return self.pipeline.decode(data, self.chunk_spec(coords))
         except ZarrDaskError as e:
@@ -335,7 +354,7 @@ class ChunkIO:
             buf = bufs[k] = np.empty(shape, dtype=self.dtype)
         return buf
 
-    def decode_chunk_into(self, key: str, data: bytes, p: ChunkProjection, out: np.ndarray[Any, Any]) -> None:
+    def decode_chunk_into(self, key: str, data: BufferLike, p: ChunkProjection, out: np.ndarray[Any, Any]) -> None:
         """Decode one chunk into its place in ``out``: straight into it when the chunk is wholly selected and
         its place is contiguous, else through a reused scratch buffer."""
         spec = self.chunk_spec(p.coords)
@@ -369,13 +388,14 @@ class ChunkIO:
             self._read_shards(out, projections)
             return
         keys = [self.chunk_key(p.coords) for p in projections]
-        got = self.store.get_many(keys)
-        for key, p in zip(keys, projections, strict=True):
-            data = got.get(key)
-            if data is None:
-                out[p.out_sel] = self.fill
-            else:
-                self.decode_chunk_into(key, data, p, out)
+        with read_arena() as arena:
+            got = self.store.get_many_into(keys, arena)
+            for key, p in zip(keys, projections, strict=True):
+                data = got.get(key)
+                if data is None:
+                    out[p.out_sel] = self.fill
+                else:
+                    self.decode_chunk_into(key, data, p, out)
 
     def read(self, dims: Sequence[DimSelection], *, threads: int | None = None) -> np.ndarray[Any, Any]:
         """Read a normalised selection (full rank, increasing order along each axis)."""

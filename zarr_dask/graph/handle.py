@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_dask.core.chunk_io import ChunkIO
+from zarr_dask.core.chunk_io import ChunkIO, run_batches
 from zarr_dask.core.indexing import (
     ChunkProjection,
     DimSelection,
@@ -163,18 +163,23 @@ class ArrayHandle:
         return out
 
     def read_all(self, threads: int) -> np.ndarray[Any, Any]:
-        """The whole array, read by ``threads`` threads straight into one result (not from a dask task)."""
+        """The whole array, read by ``threads`` threads straight into one result (not from a dask task).
+
+        The result's memory comes from the block pool (:mod:`zarr_dask.graph.buffers`): once an earlier
+        result of the same size has been dropped, its already-mapped memory is reused.
+        """
         dims = normalize_selection(Ellipsis, self.shape)
-        out = np.empty(tuple(d.count for d in dims), dtype=self.dtype)
+        out = buffers.empty(tuple(d.count for d in dims), self.dtype)
         projections = list(chunk_projections(dims, self.io.grids, self.shape)) if out.size else []
         if threads <= 1 or len(projections) <= 1:
             self.read_projections(out, projections)
             return out
         step = self.local_batch if not self.store.batched_io else -(-len(projections) // (4 * threads))
         batches = [projections[i : i + step] for i in range(0, len(projections), step)]
-        with ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_read") as pool:
-            for done in [pool.submit(self.read_projections, out, b) for b in batches]:
-                done.result()
+        run_batches(
+            lambda b: self.read_projections(out, b[0]), batches, threads=threads, batched_io=False,
+            pool=_read_pool(threads),
+        )
         return out
 
     def read_projections(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
@@ -206,6 +211,19 @@ class ArrayHandle:
         """Storage keys per store call on stores without batched I/O."""
         key_bytes = self.dtype.itemsize * math.prod(int(g.size(0)) if g.nchunks() else 1 for g in self.io.grids)
         return max(1, _LOCAL_BATCH_BYTES // max(key_bytes, 1))
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _read_pool(threads: int) -> ThreadPoolExecutor:
+    """A lasting pool of ``threads`` reader threads (their per-thread read buffers are reused, see
+    :mod:`zarr_dask.store.arena`)."""
+    with _CACHE_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_read")
+        return pool
 
 
 def _rebuild(

@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 from zarr_dask.errors import InvalidPathError, ReadOnlyError, StoreError
 from zarr_dask.store._counters import RequestCounters
 from zarr_dask.store._keys import normalize_key, normalize_prefix
+from zarr_dask.store.arena import ReadArena
 
 __all__ = ["Buffer", "ByteRange", "Store", "freeze"]
 
@@ -97,6 +98,21 @@ class Store(ABC):
         -------
         list of bytes or None
         """
+
+    def get_many_into(self, keys: Sequence[str], arena: ReadArena) -> dict[str, Buffer]:
+        """Like :meth:`get_many`, but a store may place the values in memory taken from ``arena`` (valid
+        only inside the caller's ``with read_arena()`` block, like :meth:`get_ranges_into`)."""
+        return dict(self.get_many(keys))
+
+    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena) -> list[Buffer | None]:
+        """Like :meth:`get_ranges`, but a store may place the bytes in memory taken from ``arena``.
+
+        The results are only valid inside the caller's ``with read_arena()`` block: use them (decode them)
+        there and keep nothing that refers to them. Stores that cannot read into memory they did not
+        allocate (remote, memory) return :meth:`get_ranges`' ``bytes``; local files are read into the arena,
+        so a stream of large reads touches no new memory (see :mod:`zarr_dask.store.arena`).
+        """
+        return list(self.get_ranges(requests))
 
     @abstractmethod
     def exists(self, key: str) -> bool:

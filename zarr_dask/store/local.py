@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from zarr_dask.errors import InvalidPathError
 from zarr_dask.store._keys import check_range, is_valid_key, resolve_range
+from zarr_dask.store.arena import ReadArena
 from zarr_dask.store.base import Buffer, ByteRange, Store
 
 __all__ = ["TEMP_SUFFIX", "LocalStore"]
@@ -110,6 +111,55 @@ class LocalStore(Store):
                 opened = open_file(key)
                 out.append(None if opened is None else _read_range(opened[0], opened[1], start, end))
         self.counters.add(get_range=len(out), bytes_read=sum(len(v) for v in out if v is not None))
+        return out
+
+    def get_many_into(self, keys: Sequence[str], arena: ReadArena) -> dict[str, Buffer]:
+        """Read whole files into ``arena`` memory (``preadv``)."""
+        if not hasattr(os, "preadv"):
+            return dict(self.get_many(keys))
+        found: dict[str, Buffer] = {}
+        nbytes = 0
+        wanted = dict.fromkeys(keys)
+        for key in wanted:
+            opened = self._open_sized(key)
+            if opened is None:
+                continue
+            fd, size = opened
+            try:
+                view = arena.take(size)
+                got = _readv_exactly(fd, view, 0)
+            except OSError as exc:
+                raise self._error("read", key, exc) from exc
+            finally:
+                os.close(fd)
+            found[key] = view[:got]
+            nbytes += got
+        self.counters.add(get=len(wanted), bytes_read=nbytes)
+        return found
+
+    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena) -> list[Buffer | None]:
+        """Read byte ranges into ``arena`` memory (``preadv``); each file is opened once."""
+        if not hasattr(os, "preadv"):
+            return list(self.get_ranges(requests))
+        out: list[Buffer | None] = []
+        nbytes = 0
+        with self._open_files() as open_file:
+            for key, start, end in requests:
+                check_range(key, start, end)
+                opened = open_file(key)
+                if opened is None:
+                    out.append(None)
+                    continue
+                fd, size = opened
+                offset, length = resolve_range(start, end, size)
+                view = arena.take(length)
+                try:
+                    got = _readv_exactly(fd, view, offset)
+                except OSError as exc:
+                    raise self._error("read", key, exc) from exc
+                out.append(view[:got])
+                nbytes += got
+        self.counters.add(get_range=len(out), bytes_read=nbytes)
         return out
 
     def exists(self, key: str) -> bool:
@@ -511,6 +561,17 @@ def _read_exactly(fd: int, offset: int, length: int) -> bytes:
         offset += len(part)
         length -= len(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _readv_exactly(fd: int, view: memoryview, offset: int) -> int:
+    """Fill ``view`` from the file at ``offset``; returns the bytes read (fewer if the file is shorter)."""
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            break
+        done += n
+    return done
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:

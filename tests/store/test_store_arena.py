@@ -1,0 +1,72 @@
+"""The per-thread read arena: reuse between reads, isolation of nested reads and threads, the size limit."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from zarr_dask.store import arena as arena_mod
+from zarr_dask.store.arena import ReadArena, read_arena
+
+
+def _address(view: memoryview) -> int:
+    return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
+
+
+def test_views_of_one_read_do_not_overlap() -> None:
+    with read_arena() as arena:
+        views = [arena.take(n) for n in (10, 1000, 3, 1 << 20, 7)]
+        for i, v in enumerate(views):
+            v[:] = bytes([i]) * len(v)
+        assert [set(bytes(v)) for v in views] == [{i} for i in range(len(views))]
+
+
+def test_memory_is_reused_by_the_next_read_of_the_same_thread() -> None:
+    with read_arena() as arena:
+        first = _address(arena.take(4096))
+    with read_arena() as arena:
+        assert _address(arena.take(4096)) == first
+
+
+def test_a_nested_read_gets_its_own_memory() -> None:
+    with read_arena() as outer:
+        a = outer.take(100)
+        a[:] = b"x" * 100
+        with read_arena() as inner:
+            assert inner is not outer
+            inner.take(100)[:] = b"y" * 100
+        assert bytes(a) == b"x" * 100
+        assert bytes(outer.take(10)) is not None  # the outer arena still works after the nested one
+
+
+def test_threads_have_their_own_arena() -> None:
+    seen: list[ReadArena] = []
+
+    def run() -> None:
+        with read_arena() as arena:
+            seen.append(arena)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with read_arena() as mine:
+        assert seen[0] is not seen[1] and mine not in seen
+
+
+def test_requests_over_the_limit_get_one_off_memory() -> None:
+    arena = ReadArena(limit=1000)
+    big = arena.take(5000)
+    assert len(big) == 5000
+    assert arena._buf is None  # nothing kept for reuse
+    small = arena.take(100)
+    assert len(small) == 100 and arena._buf is not None and arena._buf.nbytes <= 1000
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", 128 << 20), ("0", 0), ("4096", 4096), ("nonsense", 128 << 20)])
+def test_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw: str, expected: int) -> None:
+    monkeypatch.setenv("ZARR_DASK_READ_ARENA", raw)
+    assert arena_mod._limit() == expected

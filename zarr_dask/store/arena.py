@@ -1,0 +1,93 @@
+"""Reusable per-thread memory for the bytes a read fetches and decodes before it returns.
+
+Reading a 64 MiB shard into a fresh ``bytes`` object costs more than decoding it on a virtual machine: the
+kernel maps and zeroes 16,384 new pages (measured here: ~230,000 page faults and ~0.5-1 s of system time
+per GiB read), and freed memory handed back to the host must be mapped again next time. A read that only
+needs the fetched bytes until it has decoded them can take them from a :class:`ReadArena` instead: a
+per-thread buffer reused from one read to the next, so a steady stream of shard reads touches no new
+memory at all.
+
+Each thread keeps at most ``ZARR_DASK_READ_ARENA`` bytes (default 128 MiB; ``0`` disables reuse) between
+reads; a read that needs more gets one-off buffers, which NumPy backs with huge pages (still far fewer
+faults than ``bytes``). Views handed out by an arena are valid until the ``with`` block that took them
+ends; stores never return them to their callers' callers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+__all__ = ["ReadArena", "read_arena"]
+
+_LOCAL = threading.local()
+_ALIGN = 64
+
+
+def _limit() -> int:
+    raw = os.environ.get("ZARR_DASK_READ_ARENA", "")
+    try:
+        return max(0, int(raw)) if raw else 128 << 20
+    except ValueError:
+        return 128 << 20
+
+
+class ReadArena:
+    """A bump allocator over reusable buffers; see the module docstring.
+
+    Examples
+    --------
+    >>> with read_arena() as arena:
+    ...     a = arena.take(10)
+    ...     b = arena.take(20)
+    ...     len(a), len(b), a.readonly
+    (10, 20, False)
+    """
+
+    __slots__ = ("_buf", "_limit", "_used", "_spare")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buf: np.ndarray | None = None  # type: ignore[type-arg]
+        self._used = 0
+        self._spare: list[np.ndarray] = []  # type: ignore[type-arg]  # outgrown buffers still in use
+
+    def take(self, nbytes: int) -> memoryview:
+        """A writable view of ``nbytes`` bytes, valid until the arena's ``with`` block ends."""
+        start = -(-self._used // _ALIGN) * _ALIGN
+        buf = self._buf
+        if buf is None or start + nbytes > buf.nbytes:
+            if nbytes > self._limit:
+                return np.empty(nbytes, dtype=np.uint8).data.cast("B")
+            if buf is not None:
+                self._spare.append(buf)
+            size = min(self._limit, max(nbytes, 2 * (0 if buf is None else buf.nbytes), 1 << 20))
+            buf = self._buf = np.empty(size, dtype=np.uint8)
+            start = 0
+        self._used = start + nbytes
+        return buf[start : start + nbytes].data.cast("B")
+
+    def _reset(self) -> None:
+        self._used = 0
+        self._spare.clear()
+
+
+@contextmanager
+def read_arena() -> Iterator[ReadArena]:
+    """This thread's arena for the duration of one read (a read nested inside another gets one-off buffers)."""
+    if getattr(_LOCAL, "busy", False):
+        yield ReadArena(0)
+        return
+    arena: ReadArena | None = getattr(_LOCAL, "arena", None)
+    if arena is None:
+        arena = _LOCAL.arena = ReadArena(_limit())
+    _LOCAL.busy = True
+    try:
+        yield arena
+    finally:
+        arena._reset()
+        _LOCAL.busy = False
