@@ -38,9 +38,10 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check zarr_dask tests benchmarks
 	$(PY) -m mypy
 
-bench: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) benchmarks/run_all.py
+# Benchmarks run against the newest zarr-python (the oracle venv); BENCH="bench_dask bench_sharding" picks some.
+bench: $(ORACLE_VENV)/.installed
+	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[bench]'
+	$(ORACLE_VENV)/bin/python benchmarks/run_all.py $(BENCH)
 
 clean:
 	rm -rf $(VENV) $(ORACLE_VENV) .pytest_cache .mypy_cache build *.egg-info

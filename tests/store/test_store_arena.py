@@ -66,7 +66,17 @@ def test_requests_over_the_limit_get_one_off_memory() -> None:
     assert len(small) == 100 and arena._buf is not None and arena._buf.nbytes <= 1000
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("", 128 << 20), ("0", 0), ("4096", 4096), ("nonsense", 128 << 20)])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("", 128 << 20), ("0", 0), ("4096", 4096), ("16MiB", 16 << 20), ("1 GiB", 1 << 30), ("2MB", 2 * 10**6)],
+)
 def test_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw: str, expected: int) -> None:
     monkeypatch.setenv("ZARR_DASK_READ_ARENA", raw)
     assert arena_mod._limit() == expected
+
+
+@pytest.mark.parametrize("raw", ["nonsense", "12 parsecs", "MiB"])
+def test_a_bad_limit_warns_and_keeps_the_default(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("ZARR_DASK_READ_ARENA", raw)
+    with pytest.warns(RuntimeWarning, match="ZARR_DASK_READ_ARENA"):
+        assert arena_mod._limit() == 128 << 20

@@ -13,7 +13,7 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from zarr_dask.errors import IndexingError
 
@@ -150,9 +150,8 @@ def project_dim(dim: DimSelection, grid: DimGridLike, extent: int) -> list[DimPr
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkProjection:
-    """One chunk touched by a selection."""
+class ChunkProjection(NamedTuple):
+    """One chunk touched by a selection (a named tuple: reads of many small chunks make millions)."""
 
     coords: tuple[int, ...]
     chunk_sel: tuple[slice, ...]
@@ -168,13 +167,13 @@ def chunk_projections(
     if not per_dim:  # 0-d array: the single chunk
         yield ChunkProjection((), (), (), True)
         return
-    for combo in itertools.product(*per_dim):
-        yield ChunkProjection(
-            coords=tuple(p.chunk for p in combo),
-            chunk_sel=tuple(p.chunk_sel for p in combo),
-            out_sel=tuple(p.out_sel for p in combo),
-            complete=all(p.complete for p in combo),
-        )
+    # one product per field, iterated in lockstep: the tuples are built in C
+    coords = itertools.product(*[[p.chunk for p in d] for d in per_dim])
+    chunk_sels = itertools.product(*[[p.chunk_sel for p in d] for d in per_dim])
+    out_sels = itertools.product(*[[p.out_sel for p in d] for d in per_dim])
+    completes = itertools.product(*[[p.complete for p in d] for d in per_dim])
+    for c, cs, os_, done in zip(coords, chunk_sels, out_sels, completes, strict=True):
+        yield ChunkProjection(c, cs, os_, False not in done)
 
 
 def count_chunks(dims: Sequence[DimSelection], grids: Sequence[DimGridLike], shape: Sequence[int]) -> int:
