@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Array": "zarr_dask.core.array",
     "Group": "zarr_dask.core.group",
+    "ConsolidatedMismatch": "zarr_dask.core.consolidated",
+    "check_consolidated": "zarr_dask.core.consolidated",
     "consolidate_metadata": "zarr_dask.core.api",
     "create_array": "zarr_dask.core.api",
     "create_group": "zarr_dask.core.api",
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from zarr_dask.core.api import open_array as open_array
     from zarr_dask.core.api import open_group as open_group
     from zarr_dask.core.array import Array as Array
+    from zarr_dask.core.consolidated import ConsolidatedMismatch as ConsolidatedMismatch
+    from zarr_dask.core.consolidated import check_consolidated as check_consolidated
     from zarr_dask.core.group import Group as Group
     from zarr_dask.graph import append as append
     from zarr_dask.graph import explain_write as explain_write

@@ -112,7 +112,8 @@ def test_validate_metadata_problems(tmp_path: Path, capsys: pytest.CaptureFixtur
     report = json.loads(capsys.readouterr().out)
     messages = {f["path"]: f["message"] for f in report["findings"]}
     assert report["ok"] is False and "JSON" in messages["/lat"] or "json" in messages["/lat"].lower()
-    assert "consolidated metadata is stale" in messages["/"]
+    assert messages["/later"].startswith("missing from the consolidated metadata of /: an array of shape (2,)")
+    assert messages["/later"].endswith(f"fix: zarr-dask consolidate {url}")
 
 
 def test_consolidate_v2_and_v3(hierarchy: tuple[str, int, dict[str, Any]]) -> None:

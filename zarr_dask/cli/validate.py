@@ -6,7 +6,9 @@ Checks, from one listing of the store and one batched read of every metadata doc
 * no node lies inside an array; nodes of the other Zarr format and groups without a document (implicit
   groups) are reported as warnings (zarr-python does not show them);
 * keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
-* consolidated metadata matches the nodes' own documents (stale consolidated metadata is an error);
+* consolidated metadata matches the nodes' own documents: every stale, missing or extra entry is an error
+  (readers that use consolidated metadata see the wrong shape or miss nodes; ``zarr-dask consolidate``
+  rebuilds it);
 * ``--convention xarray``: :func:`zarr_dask.zom.conventions.xarray`;
 * ``--data``: every stored chunk (every shard, with its index) is fetched and decoded; checksums
   (``crc32c``) are verified by decoding.
@@ -28,8 +30,8 @@ from typing import Any, Literal
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
 from zarr_dask.core import nodes
+from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders
 from zarr_dask.errors import ZarrDaskError
-from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
 
@@ -54,8 +56,8 @@ def _rel(path: str, root: str) -> str:
     return "/" + path[len(root) :].strip("/") if root else "/" + path
 
 
-def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -> dict[str, Any]:
-    """Node path -> metadata for every node with documents under ``root``."""
+def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Node path -> metadata for every node with documents under ``root``, and the documents read."""
     paths = sorted({k.rpartition("/")[0] for k in keys if k.rpartition("/")[2] in _DOCS})
     docs = store.get_many([k for k in keys if k.rpartition("/")[2] in _DOCS])
     found: dict[str, Any] = {}
@@ -67,7 +69,7 @@ def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -
             continue
         if meta is not None:
             found[path] = meta
-    return found
+    return found, docs
 
 
 def _check_structure(root: str, found: Mapping[str, Any], fmt: int, out: list[Finding]) -> None:
@@ -148,28 +150,25 @@ def _check_arrays(
     return opened, by_array
 
 
-def _check_consolidated(store: Store, root: str, found: Mapping[str, Any], out: list[Finding]) -> None:
-    meta = found.get(root)
-    cm = None
-    if isinstance(meta, GroupMetadataV3):
-        cm = meta.consolidated_metadata
-    elif isinstance(meta, GroupMetadataV2):
-        data = store.get(key_prefix(root) + ".zmetadata")
-        cm = nodes.read_consolidated_v2(store, root, data) if data is not None else None
-    if cm is None or meta is None:
+def _check_consolidated(url: str, root: str, found: Mapping[str, Any], docs: Mapping[str, bytes],
+                        store: Store, out: list[Finding]) -> None:  # fmt: skip
+    """One error per stale, missing or extra consolidated entry (nodes whose documents do not parse are
+    reported already), with the command that fixes it."""
+    broken = {f.path for f in out}
+    try:
+        holders = consolidated_holders(store, found, docs)
+    except ZarrDaskError as e:
+        out.append(Finding(_rel(root, root), "error", f"the consolidated metadata does not parse: {e.problem}; "
+                           f"rebuild it with 'zarr-dask consolidate {url}'"))  # fmt: skip
         return
-    actual = {p[len(root) :].strip("/"): m for p, m in found.items() if p != root and m.zarr_format == meta.zarr_format}
-    stale = sorted(set(cm.nodes) ^ set(actual))
-    stale += sorted(p for p in set(cm.nodes) & set(actual) if _docs(cm.nodes[p]) != _docs(actual[p]))
-    if stale:
-        out.append(Finding(_rel(root, root), "error", f"the consolidated metadata is stale ({len(stale)} node(s) differ "
-                           f"from their own documents, e.g. /{stale[0]}); run 'zarr-dask consolidate'"))  # fmt: skip
-
-
-def _docs(meta: Any) -> Any:
-    if isinstance(meta, GroupMetadataV3):
-        meta = meta.__class__(attributes=meta.attributes, extra_fields=meta.extra_fields)
-    return meta.to_documents()
+    for m in compare_consolidated(found, holders):
+        where = _rel(m.path, root)
+        if m.kind == "extra" and where in broken:
+            continue
+        fix = f"zarr-dask consolidate {url}" + (f" --path {m.group}" if m.group else "")
+        what = {"stale": "stale entry in", "missing": "missing from", "extra": "extra entry in"}[m.kind]
+        out.append(Finding(where, "error", f"{what} the consolidated metadata of {_rel(m.group, root)}: {m.detail}. "
+                           f"Readers using consolidated metadata see the wrong node; fix: {fix}"))  # fmt: skip
 
 
 def _check_data(
@@ -210,13 +209,13 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
     root = normalize_path(path)
     out: list[Finding] = []
     keys = store.list_prefix(key_prefix(root))
-    found = _parse_nodes(store, root, keys, out)
+    found, docs = _parse_nodes(store, root, keys, out)
     if not found and not out:
         raise zarr_dask.errors.NodeNotFoundError("nothing to validate here (no metadata document below)", store=store.url, path=root)
     fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
     _check_structure(root, found, fmt, out)
     opened, by_array = _check_arrays(store, root, found, keys, out)
-    _check_consolidated(store, root, found, out)
+    _check_consolidated(url if isinstance(url, str) else store.url, root, found, docs, store, out)
     if convention == "xarray" and not any(f.severity == "error" for f in out):
         from zarr_dask.zom import conventions, from_store
 

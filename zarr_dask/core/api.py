@@ -7,11 +7,12 @@ from typing import Any, Literal
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
+from zarr_dask.core.consolidated import consolidated_entry, holder_documents
 from zarr_dask.core.group import Group, discover
 from zarr_dask.errors import NodeNotFoundError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
-from zarr_dask.spec.paths import key_prefix, normalize_path
+from zarr_dask.spec.paths import normalize_path
 from zarr_dask.store import open_store
 
 ZarrFormat = Literal[2, 3]
@@ -215,19 +216,16 @@ def consolidate_metadata(
     p = normalize_path(path)
     group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
     members = discover(s, p, group.zarr_format, None)
-    explicit = {rel: m for rel, m in members.items() if not isinstance(m, nodes.ImplicitGroup)}
+    # a member group's own (possibly stale) consolidated metadata is not copied: its members are listed anyway
+    explicit = {rel: consolidated_entry(m) for rel, m in members.items() if not isinstance(m, nodes.ImplicitGroup)}
     try:
         consolidated = ConsolidatedMetadata.from_nodes(group.zarr_format, explicit)
         meta = group.metadata
         if isinstance(meta, nodes.ImplicitGroup):
             meta = (GroupMetadataV3 if group.zarr_format == 3 else GroupMetadataV2)(attributes={})
-        if isinstance(meta, GroupMetadataV3):
-            import dataclasses
-
-            s.set_many(nodes.documents(p, dataclasses.replace(meta, consolidated_metadata=consolidated)))
-        else:
-            s.set_many(nodes.documents(p, meta))
-            s.set(key_prefix(p) + ".zmetadata", consolidated.to_v2_document(root=meta))
+        if isinstance(meta, GroupMetadataV2):
+            s.set_many(nodes.documents(p, meta))  # an implicit v2 group gets its .zgroup first
+        s.set_many(holder_documents(p, meta, consolidated))
     except ZarrDaskError as e:
         raise e.with_context(store=s.url, path=p) from None
     return Group.open(s, p, zarr_format=group.zarr_format)

@@ -14,6 +14,7 @@ import numpy as np
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
 from zarr_dask.core.chunk_io import ChunkIO, is_fill
+from zarr_dask.core.consolidated import refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.core.indexing import (
     DimSelection,
@@ -228,11 +229,14 @@ class Array:
         )
 
     def _replace_metadata(self, metadata: ArrayMetadata) -> None:
+        """Write new metadata (resize, append, attributes), then bring the consolidated metadata of the
+        enclosing groups up to date (one batched read of their documents; a write only if they hold some)."""
         if self._store.read_only:
             raise ReadOnlyError("the array is read-only", store=self._store.url, path=self._path)
         self._store.set_many(nodes.documents(self._path, metadata))
         self._metadata = metadata
         self.__dict__.pop("_io", None)
+        refresh_consolidated(self._store, self._path, metadata)
 
     def _set_attributes(self, attributes: dict[str, Any]) -> None:
         self._replace_metadata(dataclasses.replace(self._metadata, attributes=attributes))

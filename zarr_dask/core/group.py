@@ -8,6 +8,12 @@ from typing import Any, Literal
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array, Attributes
+from zarr_dask.core.consolidated import (
+    consolidated_lock,
+    holder_documents,
+    refresh_consolidated,
+    refresh_keys,
+)
 from zarr_dask.errors import (
     GroupNotFoundError,
     NodeNotFoundError,
@@ -166,14 +172,31 @@ class Group:
         return self._store.read_only
 
     def _set_attributes(self, attributes: dict[str, Any]) -> None:
+        """Write the new attributes, keeping the consolidated metadata as stored *now* (not as opened: a write
+        since may have refreshed it), and refresh this group's entry in its ancestors' consolidated metadata
+        (one batched read, then the writes)."""
         if self._store.read_only:
             raise ReadOnlyError("the group is read-only", store=self._store.url, path=self._path)
         if isinstance(self._metadata, nodes.ImplicitGroup):
             meta: Any = (GroupMetadataV3 if self.zarr_format == 3 else GroupMetadataV2)(attributes=attributes)
         else:
             meta = dataclasses.replace(self._metadata, attributes=attributes)
-        self._store.set_many(nodes.documents(self._path, meta))
+        fmt = self.zarr_format
+        own_cm = [key_prefix(self._path) + ".zmetadata"] if fmt == 2 else []
+        with consolidated_lock(self._store):
+            docs = self._store.get_many(refresh_keys(self._path, fmt, own=True) + own_cm)
+            current = _consolidated_of(self._store, self._path, nodes.parse_node(docs, self._path, self._store), docs)
+            updates = nodes.documents(self._path, meta)
+            if isinstance(meta, GroupMetadataV3):
+                meta = dataclasses.replace(meta, consolidated_metadata=current)
+                updates = nodes.documents(self._path, meta)
+            elif current is not None:  # v2 .zmetadata repeats the group's own attributes
+                updates.update(holder_documents(self._path, meta, current))
+            self._store.set_many(updates)
+            refresh_consolidated(self._store, self._path, meta, zarr_format=fmt, prefetched=docs)
         self._metadata = meta
+        if self._consolidated is not None and current is not None:
+            self._consolidated = current
 
     def __repr__(self) -> str:
         kind = "implicit group" if self.implicit else "Group"

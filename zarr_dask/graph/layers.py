@@ -7,12 +7,16 @@ returns a tiny token (an ``int``), never data -- except :func:`read_back`, which
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, cast
 
 import numpy as np
 from dask._task_spec import DataNode, Task, TaskRef
+from dask.base import tokenize
 
+from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.errors import WritePlanError
 from zarr_dask.graph import buffers
 from zarr_dask.graph.guard import release
@@ -72,39 +76,84 @@ def done(*tokens: Any) -> int:
     return sum(int(t) for t in tokens)
 
 
-def finish(store_token: Any, path: str, token: str, *tokens: Any) -> int:
-    """The final task of a write: the number of keys written; the write is no longer pending here."""
-    release(store_token, path, token)
+def _cluster_lock(store: Any) -> AbstractContextManager[Any]:
+    """A ``distributed.Lock`` per store when running on a distributed worker (the final tasks of two writes
+    computed together may run in different processes), else nothing."""
+    mod = sys.modules.get("distributed")
+    if mod is None:
+        return nullcontext()
+    try:
+        mod.get_worker()
+    except ValueError:
+        return nullcontext()
+    return cast(AbstractContextManager[Any], mod.Lock(f"zarr-dask-consolidated-{tokenize(store)}"))
+
+
+@contextmanager
+def _exclusive(store: Any, path: str, consolidated: bool | None) -> Iterator[None]:
+    """Held while a final task reads and rewrites consolidated metadata (nothing to hold for a root array,
+    which has no enclosing group, or with ``consolidated=False``)."""
+    if not path or consolidated is False:
+        yield
+        return
+    with _cluster_lock(store), consolidated_lock(store):
+        yield
+
+
+def _refresh(
+    handle: ArrayHandle, metadata: Any, consolidated: bool | None, prefetched: Mapping[str, bytes] | None = None
+) -> None:
+    """Refresh the consolidated metadata enclosing the written array (``consolidated=False``: leave it;
+    ``True``: consolidate the store root when no group holds any yet)."""
+    if consolidated is False or not handle.path:
+        return
+    fmt = handle.metadata.zarr_format
+    holders = refresh_consolidated(handle.store, handle.path, metadata, zarr_format=fmt, prefetched=prefetched)
+    if consolidated and not holders:
+        from zarr_dask.core.api import consolidate_metadata
+
+        consolidate_metadata(handle.store, zarr_format=fmt)
+
+
+def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_token: Any, token: str, *tokens: Any) -> int:
+    """The final task of a write: refresh consolidated metadata (from the metadata written, or for a region
+    write, which changes none, from the array's own document), release the pending write; returns the number
+    of keys written."""
+    release(store_token, handle.path, token)
+    with _exclusive(handle.store, handle.path, consolidated):
+        _refresh(handle, None if action == "region" else handle.metadata, consolidated)
     return done(*tokens)
 
 
 def commit_metadata(
-    store: Any,
-    path: str,
+    handle: ArrayHandle,
     old: Mapping[str, bytes],
     new: Mapping[str, bytes],
-    shape: tuple[int, ...],
+    consolidated: bool | None,
     store_token: Any,
     token: str,
     *tokens: Any,
 ) -> tuple[int, ...]:
     """Write the grown metadata of an append after its data, only if the documents are still what the plan
-    saw (or already the new ones: a retried task), so a concurrent change is reported, not overwritten.
-    Returns the new shape."""
+    saw (or already the new ones: a retried task), so a concurrent change is reported, not overwritten; then
+    refresh consolidated metadata (read in the same batch as the check). Returns the new shape."""
+    store, path = handle.store, handle.path
     release(store_token, path, token)
-    current = store.get_many(list(new))
-    if all(current.get(k) == v for k, v in new.items()):
-        return shape
-    if any(current.get(k) != v for k, v in old.items()):
-        raise WritePlanError(
-            "the array's metadata changed while the append was writing (another writer?), so the new shape "
-            "was not committed; the appended chunks lie beyond the stored shape and are ignored by readers. "
-            "Fix: make one process append at a time, then retry",
-            store=store.url,
-            path=path,
-        )
-    store.set_many(dict(new))
-    return shape
+    with _exclusive(store, path, consolidated):
+        extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []
+        current = store.get_many([*new, *extra])
+        if not all(current.get(k) == v for k, v in new.items()):
+            if any(current.get(k) != v for k, v in old.items()):
+                raise WritePlanError(
+                    "the array's metadata changed while the append was writing (another writer?), so the new "
+                    "shape was not committed; the appended chunks lie beyond the stored shape and are ignored by "
+                    "readers. Fix: make one process append at a time, then retry",
+                    store=store.url,
+                    path=path,
+                )
+            store.set_many(dict(new))
+        _refresh(handle, handle.metadata, consolidated, prefetched=current)
+    return handle.shape
 
 
 def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:
@@ -142,22 +191,15 @@ def token_tree(keys: Sequence[Any], name: str, final: Any, func: Any = done, ext
     return tasks
 
 
-def readback_tasks(plan: WritePlan, chunks: Sequence[Sequence[int]], handle_key: str, writers: str, name: str) -> dict[Any, Task]:
-    """``return_stored``: one read task per source block, after the writers of the keys it overlaps."""
-    per_dim: list[list[range]] = []
-    for d in plan.dims:
-        owners: list[list[int]] = [[] for _ in range(len(d.block_starts) - 1)]
-        for si, s in enumerate(d.segments):
-            for b in s.blocks:
-                owners[b].append(si)
-        per_dim.append([range(o[0], o[-1] + 1) if o else range(0) for o in owners])
+def readback_tasks(plan: WritePlan, chunks: Sequence[Sequence[int]], handle_key: str, after: Any, name: str) -> dict[Any, Task]:
+    """``return_stored``: one read task per source block, once the write is complete (``after``: its final
+    task, which follows every writer and refreshes consolidated metadata)."""
     tasks: dict[Any, Task] = {}
-    ref = TaskRef(handle_key)
+    ref, last = TaskRef(handle_key), TaskRef(after)
     for bidx in itertools.product(*(range(len(c)) for c in chunks)):
         key = (name, *bidx)
         slices = tuple(
             slice(d.block_starts[i], d.block_starts[i + 1]) for d, i in zip(plan.dims, bidx, strict=True)
         )
-        deps = [TaskRef((writers, *g)) for g in itertools.product(*(per_dim[a][i] for a, i in enumerate(bidx)))]
-        tasks[key] = Task(key, read_back, ref, DataNode(None, slices), *deps)
+        tasks[key] = Task(key, read_back, ref, DataNode(None, slices), last)
     return tasks

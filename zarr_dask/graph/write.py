@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
-from dask._task_spec import DataNode
+from dask._task_spec import DataNode, TaskRef
 from dask.array.core import Array as DaskArray
 from dask.base import tokenize
 from dask.delayed import Delayed, delayed
@@ -55,6 +55,11 @@ def _as_dask(arr: Any) -> DaskArray:
 _log = logging.getLogger("zarr_dask.graph")
 
 
+def _check_consolidated_flag(consolidated: Any) -> None:
+    if consolidated is not None and not isinstance(consolidated, bool):
+        raise TypeError(f"consolidated must be None, True or False, got {consolidated!r}")
+
+
 def make_plan(arr: DaskArray, target: Target) -> WritePlan:
     """The write plan of ``arr`` into ``target`` (no I/O)."""
     h = target.handle
@@ -83,39 +88,47 @@ def make_plan(arr: DaskArray, target: Target) -> WritePlan:
 
 
 def _graph(
-    arr: DaskArray, target: Target, plan: WritePlan, return_stored: bool
+    arr: DaskArray, target: Target, plan: WritePlan, return_stored: bool, consolidated: bool | None
 ) -> tuple[HighLevelGraph, str, str]:
-    """Writer tasks (+ commit or read-back) on top of ``arr``'s graph; returns (graph, result name, token)."""
+    """Writer tasks, the final task (append: the shape commit) that refreshes consolidated metadata, and for
+    ``return_stored`` the read-back after it; returns (graph, result name, token)."""
     h = target.handle
-    token = tokenize(arr.name, h, target.offsets, chunks_token(arr.chunks), target.action, return_stored)
+    token = tokenize(arr.name, h, target.offsets, chunks_token(arr.chunks), target.action, return_stored, consolidated)
     name = f"to-zarr-{token}"
     handle_key = f"zarr-target-{token}"
     tasks: dict[Any, Any] = {handle_key: DataNode(handle_key, h)}
     writers = writer_tasks(plan, arr.name, handle_key, name)
     tasks.update(writers)
+    handle = TaskRef(handle_key)
+    pending = (DataNode(None, h.store.__dask_tokenize__()), token)
+    if target.action == "append":
+        commit = f"{name}-commit"
+        docs = (DataNode(None, target.old_documents), DataNode(None, target.documents))
+        tasks.update(token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending)))
+    else:
+        commit = f"{name}-done"
+        tasks.update(token_tree(list(writers), name, commit, finish, (handle, target.action, consolidated, *pending)))
+    final = commit
     if return_stored:
         final = f"stored-{token}"
-        tasks.update(readback_tasks(plan, arr.chunks, handle_key, name, final))
-    elif target.action == "append":
-        final = f"{name}-commit"
-        docs = (DataNode(None, target.old_documents), DataNode(None, target.documents))
-        pending = (DataNode(None, h.store.__dask_tokenize__()), token)
-        extra: tuple[Any, ...] = (DataNode(None, h.store), h.path, *docs, DataNode(None, h.shape), *pending)
-        tasks.update(token_tree(list(writers), name, final, commit_metadata, extra))
-    else:
-        final = f"{name}-done"
-        extra = (DataNode(None, h.store.__dask_tokenize__()), h.path, token)
-        tasks.update(token_tree(list(writers), name, final, finish, extra))
+        tasks.update(readback_tasks(plan, arr.chunks, handle_key, commit, final))
     # the layer is named after the result (a dask array / Delayed finds its layer by its own name)
     graph = HighLevelGraph.from_collections(final, MaterializedLayer(tasks), dependencies=[cast(Any, arr)])
     return graph, final, token
 
 
-def _run(arr: DaskArray, target: Target, compute: bool, return_stored: bool, lazy: bool | None = None) -> Any:
+def _run(
+    arr: DaskArray,
+    target: Target,
+    compute: bool,
+    return_stored: bool,
+    consolidated: bool | None,
+    lazy: bool | None = None,
+) -> Any:
     """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
     (``lazy``, default ``not compute``)."""
     plan = make_plan(arr, target)
-    graph, final, token = _graph(arr, target, plan, return_stored)
+    graph, final, token = _graph(arr, target, plan, return_stored, consolidated)
     result: Any
     if return_stored:
         meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype)
@@ -141,13 +154,15 @@ def to_zarr(
     region: Any = None,
     compute: bool = True,
     return_stored: bool = False,
+    consolidated: bool | None = None,
     **kwargs: Any,
 ) -> Any:
     """Write a dask array to a Zarr array; a drop-in for :func:`dask.array.to_zarr`.
 
     Whatever the dask chunks, every storage key (chunk, or shard when sharded) is written by exactly one task:
     blocks that share a key are gathered by that key's task, and keys only partly covered (``region`` edges)
-    are read, merged and written once. No lock is taken and no rechunk is needed.
+    are read, merged and written once. No lock is taken and no rechunk is needed. After the data, one final
+    task brings the consolidated metadata of the enclosing groups up to date (if they have any).
 
     Parameters
     ----------
@@ -169,7 +184,14 @@ def to_zarr(
         Write now (returns ``None``), or return a :class:`~dask.delayed.Delayed` that writes when computed.
         The metadata of a new array is written now either way, once.
     return_stored
-        Return a dask array that reads the stored data back (persisted when ``compute=True``).
+        Return a dask array that reads the stored data back, once everything is written (persisted when
+        ``compute=True``).
+    consolidated
+        ``None`` (default): after the data, refresh this array's entry (and those of the groups created for
+        it) in the consolidated metadata of every enclosing group that has some -- one batched read of the
+        ancestors' documents and, if an entry changes, one write; stores without consolidated metadata get
+        none. ``True``: the same, and consolidate the store root when no group holds consolidated metadata
+        yet. ``False``: leave consolidated metadata alone (for callers that rewrite it themselves).
     **kwargs
         New-array options: ``zarr_format`` (3), ``chunks`` (default: the dask blocks; for irregular blocks
         the largest, or exactly the blocks as a rectilinear v3 grid with ``rectilinear=True``), ``shards``,
@@ -193,10 +215,11 @@ def to_zarr(
     array([ 0, 10, 20, 30])
     """
     arr = _as_dask(arr)
+    _check_consolidated_flag(consolidated)
     target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
     if target.action in ("create", "overwrite"):
         create_metadata(target)
-    return _run(arr, target, compute, return_stored)
+    return _run(arr, target, compute, return_stored, consolidated)
 
 
 def _append_target(arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any]) -> Target:
@@ -255,6 +278,7 @@ def append(
     component: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     compute: bool = True,
+    consolidated: bool | None = None,
     **kwargs: Any,
 ) -> Any:
     """Append a dask array to an existing Zarr array along ``axis`` (creating the array if there is none).
@@ -262,7 +286,8 @@ def append(
     The data is written first, beyond the stored shape (readers ignore it); the chunk or shard the old data
     ends in is read, merged and rewritten once by its single owner task. Only after every data task has
     succeeded does a final task write the new shape, and only if the metadata is still what this append
-    started from (a concurrent change raises :class:`~zarr_dask.errors.WritePlanError` instead).
+    started from (a concurrent change raises :class:`~zarr_dask.errors.WritePlanError` instead); the same
+    task then records the new shape in the consolidated metadata of the enclosing groups, if they have any.
 
     Parameters
     ----------
@@ -274,6 +299,8 @@ def append(
         The axis to grow (negative counts from the end).
     compute
         Append now (returns the new shape) or return a Delayed that appends (and computes to the new shape).
+    consolidated
+        As for :func:`to_zarr`: ``None`` refreshes existing consolidated metadata, ``False`` leaves it alone.
     **kwargs
         ``write_empty_chunks``; creation options of :func:`to_zarr` when the array does not exist yet.
 
@@ -287,12 +314,13 @@ def append(
     array([1., 1., 1., 0., 0.])
     """
     arr = _as_dask(arr)
+    _check_consolidated_flag(consolidated)
     array = _open_for_append(url, component, storage_options)
     if array is None:
-        created = to_zarr(arr, url, component, storage_options, compute=compute, **kwargs)
+        created = to_zarr(arr, url, component, storage_options, compute=compute, consolidated=consolidated, **kwargs)
         return tuple(arr.shape) if compute else cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
     target = _append_target(arr, array, axis, kwargs)
-    result = _run(arr, target, compute=False, return_stored=False, lazy=not compute)  # computes to the new shape
+    result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
     return result.compute() if compute else result
 
 
@@ -308,6 +336,7 @@ def explain_write(
     overwrite: bool = False,
     region: Any = None,
     append_axis: int | None = None,
+    consolidated: bool | None = None,
     **kwargs: Any,
 ) -> WritePlan:
     """The plan :func:`to_zarr` (or :func:`append`, with ``append_axis``) would carry out, without writing.
@@ -322,6 +351,7 @@ def explain_write(
     >>> plan.keys, plan.tasks, plan.read_modify_writes
     (4, 3, 0)
     """
+    del consolidated  # accepted for the same call signature as to_zarr / append; it plans no data
     arr = _as_dask(arr)
     if append_axis is None:
         return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))

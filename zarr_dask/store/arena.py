@@ -63,28 +63,29 @@ class ReadArena:
     (10, 20, False)
     """
 
-    __slots__ = ("_buf", "_limit", "_used", "_spare")
+    __slots__ = ("_buf", "_limit", "_spare", "_used", "_view")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._buf: np.ndarray | None = None  # type: ignore[type-arg]
+        self._view = memoryview(b"")  # the whole of _buf, as bytes
         self._used = 0
         self._spare: list[np.ndarray] = []  # type: ignore[type-arg]  # outgrown buffers still in use
 
     def take(self, nbytes: int) -> memoryview:
         """A writable view of ``nbytes`` bytes, valid until the arena's ``with`` block ends."""
         start = -(-self._used // _ALIGN) * _ALIGN
-        buf = self._buf
-        if buf is None or start + nbytes > buf.nbytes:
+        if start + nbytes > len(self._view):
             if nbytes > self._limit:
                 return np.empty(nbytes, dtype=np.uint8).data.cast("B")
-            if buf is not None:
-                self._spare.append(buf)
-            size = min(self._limit, max(nbytes, 2 * (0 if buf is None else buf.nbytes), 1 << 20))
-            buf = self._buf = np.empty(size, dtype=np.uint8)
+            if self._buf is not None:
+                self._spare.append(self._buf)
+            size = min(self._limit, max(nbytes, 2 * len(self._view), 1 << 20))
+            self._buf = np.empty(size, dtype=np.uint8)
+            self._view = self._buf.data.cast("B")
             start = 0
         self._used = start + nbytes
-        return buf[start : start + nbytes].data.cast("B")
+        return self._view[start : start + nbytes]
 
     def _reset(self) -> None:
         self._used = 0

@@ -176,7 +176,8 @@ def _data_write(w: VarWrite, store: Store) -> Delayed:
         return delayed(_write_scalar, pure=False)(w.data, store, w)  # type: ignore[no-any-return]
     target = Array(store, w.path, w.metadata)
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
-    return graph_to_zarr(_as_dask(w, store), target, region=w.region, compute=False, **kwargs)  # type: ignore[no-any-return]
+    # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
+    return graph_to_zarr(_as_dask(w, store), target, region=w.region, compute=False, consolidated=False, **kwargs)  # type: ignore[no-any-return]
 
 
 def _commit(
