@@ -8,12 +8,18 @@ filesystem: each ``cat``/range/``ls``/``info`` is one). The bare reader does the
 concurrent batches: root document || listing, then every member document, then the coordinate chunks
 (decoded). Targets: ours <= 1.2x the bare reader's time, with no more requests.
 
+With ``chunks={}`` xarray itself turns every lazy variable into a dask array (``dask.array.from_array`` per
+variable) after it has built the indexes, that is after the coordinate round trip; the line "xarray's own
+chunking" measures that step alone (the same opens without latency, ``chunks={}`` minus ``chunks=None``):
+the part of the ``chunks={}`` time no backend can overlap with a request.
+
 Selection: ``ds.isel(y=slice(None, None, 10), x=slice(1000, 2000)).compute()`` (1% of a 4000 x 10000 float32
 array, 250 x 500 zstd chunks) on local files, with ``chunks=None`` (lazy indexing, one read) and
 ``chunks={}`` (dask); against tensorstore (``[::10, 1000:2000]``) and a bare 2-thread loop that reads the
 needed chunk files and decodes them with numcodecs. Target: <= 1.2x the best of tensorstore and the floor.
 
     python benchmarks/bench_xarray.py          # ZD_BENCH_REPEAT rounds (default 5), medians
+    ZD_BENCH_ONLY=open python benchmarks/bench_xarray.py   # only the open section (or "selection")
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import zarr_dask  # noqa: E402
 from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
 
 LATENCY = float(os.environ.get("ZD_BENCH_LATENCY", "0.02"))
+ONLY = os.environ.get("ZD_BENCH_ONLY", "")
 NVARS = 60
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
@@ -150,6 +157,14 @@ def bench_open(table: Table) -> dict[str, Any]:
             flush=True,
         )
         results[label] = {"ratio": ours / bare, "requests": reqs}
+    inner = urls["consolidated"][len("latency::") :]
+    no_io = race(
+        {str(c): lambda c=c: xr.open_dataset(inner, engine="zarr_dask", chunks=c, consolidated=True) for c in ({}, None)},
+        repeat=REPEAT,
+    )
+    step = statistics.median(no_io["{}"]) - statistics.median(no_io["None"])
+    print(f"  xarray's own chunking of the {NVARS} data variables (opens without latency, chunks={{}} - chunks=None): "
+          f"{step * 1000:.1f} ms", flush=True)
     return results
 
 
@@ -235,8 +250,10 @@ def bench_selection(table: Table) -> dict[str, float]:
 
 def main() -> None:
     table = Table("xarray")
-    bench_open(table)
-    bench_selection(table)
+    if ONLY in ("", "open"):
+        bench_open(table)
+    if ONLY in ("", "selection"):
+        bench_selection(table)
 
 
 if __name__ == "__main__":

@@ -234,6 +234,55 @@ def test_bad_zgroup(zgroup: Any, match: str) -> None:
     assert str(info.value).startswith("invalid .zgroup")
 
 
+NCZARR_ARRAY = {"dimrefs": ["/time", "/g/x"], "storage": "chunked"}
+
+
+@pytest.mark.parametrize("key", ["_nczarr_array", "_NCZARR_ARRAY"])
+def test_nczarr_array_keys_are_kept_and_written_back(key: str) -> None:
+    meta = ArrayMetadataV2.from_json(zarray(**{key: NCZARR_ARRAY, "other_tool": 1}), {"_nczarr_attr": {"types": {}}})
+    assert meta.nczarr == {key: NCZARR_ARRAY}  # other unknown keys are still ignored, as zarr-python does
+    written = json.loads(meta.to_documents()[".zarray"])
+    assert list(written) == [*GOLDEN_ZARRAY, key] and written[key] == NCZARR_ARRAY and "other_tool" not in written
+    assert ArrayMetadataV2.from_json(written, meta.attributes) == meta
+    assert meta != ArrayMetadataV2.from_json(GOLDEN_ZARRAY, meta.attributes)  # part of the document
+    assert dataclasses.replace(meta, shape=(9, 7)).nczarr == meta.nczarr
+    assert pickle.loads(pickle.dumps(meta)) == meta
+
+
+@pytest.mark.parametrize("layout", ["4.8", "4.9"])
+def test_nczarr_group_keys_are_kept_and_written_back(layout: str) -> None:
+    upper = layout == "4.8"
+    superblock, group = ("_NCZARR_SUPERBLOCK", "_NCZARR_GROUP") if upper else ("_nczarr_superblock", "_nczarr_group")
+    doc = {"zarr_format": 2, superblock: {"version": "2.0.0"}, group: {"dims": {"x": 3}, "vars": ["x"], "groups": []}}
+    meta = GroupMetadataV2.from_json(doc, {"title": "t"})
+    assert meta.nczarr == {k: v for k, v in doc.items() if k != "zarr_format"}
+    assert json.loads(meta.to_documents()[".zgroup"]) == doc
+    assert GroupMetadataV2.from_json(doc, {"title": "t"}) == meta != GroupMetadataV2(attributes={"title": "t"})
+    assert GroupMetadataV2(attributes={"a": 1}).to_documents()[".zgroup"] == b'{\n  "zarr_format": 2\n}'
+
+
+def test_nczarr_field_holds_only_nczarr_keys() -> None:
+    with pytest.raises(MetadataError, match=r"only keys starting with '_nczarr'.*\['zarr_format'\]"):
+        GroupMetadataV2(nczarr={"zarr_format": 3})
+    with pytest.raises(MetadataError, match=r"\['shape'\]"):
+        ArrayMetadataV2(
+            shape=(1,), chunks=(1,), data_type=data_type_from_numpy("<i4", zarr_format=2), fill_value=None,
+            nczarr={"shape": [2]},
+        )  # fmt: skip
+
+
+@pytest.mark.oracle
+def test_zarr_python_reads_documents_with_nczarr_keys() -> None:
+    zarr = zarr_or_skip()
+    docs = {
+        **GroupMetadataV2.from_json({"zarr_format": 2, "_nczarr_superblock": {"version": "2.0.0"}}).to_documents(),
+        **{f"a/{k}": v for k, v in ArrayMetadataV2.from_json(zarray(_nczarr_array=NCZARR_ARRAY)).to_documents().items()},
+    }  # fmt: skip
+    store = zarr.storage.MemoryStore(store_dict={k: zarr.core.buffer.cpu.Buffer.from_bytes(v) for k, v in docs.items()})
+    group = zarr.open_group(store, mode="r", zarr_format=2)
+    assert group["a"].shape == (5, 7)
+
+
 def test_parse_group_helpers() -> None:
     g = parse_group_metadata(2, {".zgroup": b'{"zarr_format": 2}', ".zattrs": None})
     assert g == GroupMetadataV2()

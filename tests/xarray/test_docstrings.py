@@ -11,6 +11,7 @@ MODULES = [
     "zarr_dask.xarray_backend.entrypoint",
     "zarr_dask.xarray_backend.hierarchy",
     "zarr_dask.xarray_backend.backend_array",
+    "zarr_dask.xarray_backend.prefetch",
     "zarr_dask.xarray_backend.encoding",
     "zarr_dask.xarray_backend.validation",
     "zarr_dask.xarray_backend.to_zarr",

@@ -4,6 +4,15 @@ Documents are written exactly as zarr-python writes them (key order, ``indent=2`
 present).  Reading follows zarr-python's leniency where it is harmless: unknown ``.zarray`` keys are ignored,
 absent ``compressor``/``filters`` mean none, ``filters: []`` means none, ``dimension_separator`` absent or
 ``null`` means ``"."``.
+
+NCZarr (netCDF-C >= 4.8) puts its bookkeeping into these documents: ``_nczarr_superblock`` (root) and
+``_nczarr_group`` in ``.zgroup``, ``_nczarr_array`` (``dimrefs``, ``storage``) in ``.zarray`` -- spelled
+``_NCZARR_SUPERBLOCK`` / ``_NCZARR_GROUP`` / ``_NCZARR_ARRAY`` by netCDF-C 4.8 -- and ``_nczarr_attr``
+(``_NCZARR_ATTR``; attribute types) in ``.zattrs``. netCDF-C releases from 2024 on write all of them into
+``.zattrs``, where they are ordinary attributes.  Keys of ``.zgroup`` and ``.zarray`` starting with
+``_nczarr`` (any case) are kept in :attr:`ArrayMetadataV2.nczarr` / :attr:`GroupMetadataV2.nczarr` and
+written back after the standard keys, so a dataset stays readable by netCDF-C after zarr_dask rewrites its
+metadata.  Any other unknown ``.zgroup`` key is still an error (zarr-python ignores those too).
 """
 
 from __future__ import annotations
@@ -35,6 +44,20 @@ __all__ = ["OBJECT_CODEC_IDS", "ArrayMetadataV2", "GroupMetadataV2"]
 OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2")
 
 _REQUIRED = ("zarr_format", "shape", "chunks", "dtype", "fill_value", "order")
+_NCZARR_PREFIX = "_nczarr"
+
+
+def _is_nczarr_key(key: Any) -> bool:
+    return isinstance(key, str) and key.lower().startswith(_NCZARR_PREFIX)
+
+
+def _check_nczarr(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, Mapping):
+        raise MetadataError(f"nczarr must be a dict of NCZarr keys, got {type(obj).__name__}")
+    bad = sorted(str(k) for k in obj if not _is_nczarr_key(k))
+    if bad:
+        raise MetadataError(f"nczarr holds only keys starting with '_nczarr' (any case), got {bad}")
+    return dict(obj)
 
 
 def _check_codec(obj: Any, what: str) -> dict[str, Any]:
@@ -104,8 +127,11 @@ class ArrayMetadataV2(JsonEquality):
     filters: tuple[dict[str, Any], ...] | None = None
     dimension_separator: Literal[".", "/"] = "."
     attributes: dict[str, Any] = field(default_factory=dict)
+    nczarr: dict[str, Any] = field(default_factory=dict)
+    """NCZarr keys of ``.zarray`` (``_nczarr_array`` / ``_NCZARR_ARRAY``...), kept as read and written back."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "nczarr", _check_nczarr(self.nczarr))
         object.__setattr__(self, "shape", coerce_int_tuple(self.shape, "shape"))
         object.__setattr__(self, "chunks", coerce_int_tuple(self.chunks, "chunks", minimum=1))
         if len(self.chunks) != len(self.shape):
@@ -209,10 +235,11 @@ class ArrayMetadataV2(JsonEquality):
             filters=filters,
             dimension_separator="." if separator is None else _parse_separator(separator),
             attributes=parse_attributes(zattrs, ".zattrs"),
+            nczarr={k: v for k, v in doc.items() if _is_nczarr_key(k)},
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``.zarray`` content, in zarr-python's key order."""
+        """The ``.zarray`` content, in zarr-python's key order (NCZarr keys, if any, last)."""
         return {
             "shape": list(self.shape),
             "chunks": list(self.chunks),
@@ -225,6 +252,7 @@ class ArrayMetadataV2(JsonEquality):
             "dimension_separator": self.dimension_separator,
             "compressor": None if self.compressor is None else dict(self.compressor),
             "zarr_format": 2,
+            **self.nczarr,
         }
 
     def to_documents(self) -> dict[str, bytes]:
@@ -268,18 +296,29 @@ class GroupMetadataV2(JsonEquality):
     node_type: ClassVar[Literal["group"]] = "group"
 
     attributes: dict[str, Any] = field(default_factory=dict)
+    nczarr: dict[str, Any] = field(default_factory=dict)
+    """NCZarr keys of ``.zgroup`` (``_nczarr_superblock``, ``_nczarr_group``...), kept and written back."""
 
     def __post_init__(self) -> None:
         _check_attributes(self.attributes)
+        object.__setattr__(self, "nczarr", _check_nczarr(self.nczarr))
 
     @classmethod
     def from_json(cls, zgroup: Any, zattrs: Any = None) -> GroupMetadataV2:
-        """Parse ``.zgroup`` (must be exactly ``{"zarr_format": 2}``) and the optional ``.zattrs``."""
+        """Parse ``.zgroup`` (``{"zarr_format": 2}``, plus NCZarr's ``_nczarr*`` keys) and the optional
+        ``.zattrs``.
+
+        Examples
+        --------
+        >>> g = GroupMetadataV2.from_json({"zarr_format": 2, "_nczarr_superblock": {"version": "2.0.0"}})
+        >>> g.nczarr
+        {'_nczarr_superblock': {'version': '2.0.0'}}
+        """
         try:
             doc = require_object(zgroup, "the document")
             if type(doc.get("zarr_format")) is not int or doc["zarr_format"] != 2:
                 raise MetadataError(f"field 'zarr_format' must be 2, got {doc.get('zarr_format')!r}")
-            extra = sorted(set(doc) - {"zarr_format"})
+            extra = sorted(k for k in doc if k != "zarr_format" and not _is_nczarr_key(k))
             if extra:
                 raise MetadataError(
                     f"unexpected key(s) {extra}; a v2 group document holds only 'zarr_format' "
@@ -287,15 +326,16 @@ class GroupMetadataV2(JsonEquality):
                 )
         except ZarrDaskError as e:
             raise prefixed(e, "invalid .zgroup") from e
-        return cls(attributes=parse_attributes(zattrs, ".zattrs"))
+        nczarr = {k: v for k, v in doc.items() if _is_nczarr_key(k)}
+        return cls(attributes=parse_attributes(zattrs, ".zattrs"), nczarr=nczarr)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``.zgroup`` content."""
-        return {"zarr_format": 2}
+        """The ``.zgroup`` content (NCZarr keys, if any, after ``zarr_format``)."""
+        return {"zarr_format": 2, **self.nczarr}
 
     def to_documents(self) -> dict[str, bytes]:
         """``{".zgroup": bytes, ".zattrs": bytes}`` exactly as zarr-python writes them."""
         return {".zgroup": dumps(self.to_json()), ".zattrs": dumps(self.attributes, where="attributes")}
 
     def _json_key(self) -> Any:
-        return self.attributes
+        return [self.attributes, self.nczarr] if self.nczarr else self.attributes

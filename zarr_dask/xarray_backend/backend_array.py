@@ -6,17 +6,22 @@ touches (:mod:`~zarr_dask.xarray_backend.selection`). It pickles by configuratio
 opened datasets travel to ``distributed`` workers, and it supports ``async_getitem`` for
 ``Dataset.load_async``.
 
-Opening a dataset loads its dimension coordinates (xarray builds pandas indexes from them). Read one by one,
-that is one round trip per coordinate; :class:`CoordinatePrefetch` reads all of them with one batched store
-call the first time any of them is read, and hands each out once.
+Unpickling is cheap: the handle (whose store may be rebuilt from a URL and options) is unpickled on first
+use. That matters for dask's tokenizer, which reaches this array through xarray's wrappers (they have no
+``__dask_tokenize__``) and so pickles *and unpickles* it -- ``Dataset.chunk`` of a lazily opened dataset
+did that for every variable, rebuilding a filesystem each time.
+
+Opening a dataset loads its dimension coordinates (xarray builds pandas indexes from them); an array that
+belongs to a :class:`~zarr_dask.xarray_backend.prefetch.CoordinatePrefetch` takes its values from that one
+batched read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
-from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -24,15 +29,11 @@ from xarray.backends.common import BackendArray
 from xarray.coding.strings import create_vlen_dtype
 from xarray.core import indexing
 
-from zarr_dask.core.indexing import chunk_projections, normalize_selection
-from zarr_dask.errors import ZarrDaskError
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.xarray_backend.prefetch import PREFETCH_LIMIT, CoordinatePrefetch
 from zarr_dask.xarray_backend.selection import read_basic, read_outer, read_vectorized
 
-__all__ = ["CoordinatePrefetch", "ZarrDaskBackendArray", "backend_dtype"]
-
-#: Dimension coordinates larger than this (in total) are not prefetched together.
-PREFETCH_LIMIT = 64 * 2**20
+__all__ = ["PREFETCH_LIMIT", "CoordinatePrefetch", "ZarrDaskBackendArray", "backend_dtype"]
 
 
 def backend_dtype(handle: ArrayHandle) -> np.dtype[Any]:
@@ -42,86 +43,6 @@ def backend_dtype(handle: ArrayHandle) -> np.dtype[Any]:
         dtype: np.dtype[Any] = create_vlen_dtype(str if vlen == "str" else bytes)  # type: ignore[no-untyped-call]
         return dtype
     return handle.dtype
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _prefetch_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(4, thread_name_prefix="zarr_dask_prefetch")
-        return _POOL
-
-
-class CoordinatePrefetch:
-    """Reads several small arrays of one store with a single batched store call, each handed out once.
-
-    Parameters
-    ----------
-    handles
-        Name -> handle of the arrays to read together (dimension coordinates of a group).
-    """
-
-    def __init__(self, handles: Mapping[str, ArrayHandle]) -> None:
-        self._handles = dict(handles)
-        self._cache: dict[str, np.ndarray[Any, Any]] | None = None
-        self._lock = threading.Lock()
-        self._future: Future[dict[str, np.ndarray[Any, Any]]] | None = None
-
-    def start(self) -> None:
-        """Start the joint read in the background now (xarray decodes and builds the dataset meanwhile)."""
-        with self._lock:
-            if self._future is None and self._cache is None:
-                self._future = _prefetch_pool().submit(self._load)
-
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(self._handles)
-
-    def take(self, name: str, *, whole: bool) -> np.ndarray[Any, Any] | None:
-        """Array ``name`` from the joint read (done on first use), or None once it was read whole.
-
-        Partial reads (xarray peeks at the first and last time values before decoding) are served from the
-        cache; the whole read (building the index) hands the array out and forgets it. If the joint read fails
-        (say one coordinate has a corrupt chunk), nothing is cached and every array is read on its own, so the
-        error is reported for the array it belongs to.
-        """
-        with self._lock:
-            if self._cache is None:
-                try:
-                    self._cache = self._future.result() if self._future is not None else self._load()
-                except (ZarrDaskError, OSError, ValueError):
-                    self._cache = {}
-                self._future = None
-            return self._cache.pop(name, None) if whole else self._cache.get(name)
-
-    def _load(self) -> dict[str, np.ndarray[Any, Any]]:
-        outs: dict[str, np.ndarray[Any, Any]] = {}
-        plans = []
-        for name, h in self._handles.items():
-            out = np.empty(h.shape, dtype=h.dtype)
-            outs[name] = out
-            if out.size == 0:
-                continue
-            if h.io.sharding is not None:  # shards need their index first: read them on their own
-                out[...] = h.read(normalize_selection(Ellipsis, h.shape))
-                continue
-            projections = list(chunk_projections(normalize_selection(Ellipsis, h.shape), h.io.grids, h.shape))
-            plans.append((h, out, [(h.io.chunk_key(p.coords), p) for p in projections]))
-        if plans:
-            store = plans[0][0].store
-            got = store.get_many([k for _, _, kp in plans for k, _ in kp])
-            for h, out, kp in plans:
-                for key, p in kp:
-                    data = got.get(key)
-                    if data is None:
-                        out[p.out_sel] = h.io.fill
-                    else:
-                        h.io.decode_chunk_into(key, data, p, out)
-        return outs
 
 
 class ZarrDaskBackendArray(BackendArray):
@@ -148,17 +69,36 @@ class ZarrDaskBackendArray(BackendArray):
            [18, 20, 22]], dtype=int32)
     """
 
-    __slots__ = ("dtype", "handle", "name", "prefetch", "shape")
+    __slots__ = ("_blob", "_handle", "dtype", "name", "prefetch", "shape")
 
     def __init__(self, handle: ArrayHandle, *, name: str = "", prefetch: CoordinatePrefetch | None = None) -> None:
-        self.handle = handle
+        self._handle: ArrayHandle | None = handle
+        self._blob: bytes | None = None
         self.name = name
         self.prefetch = prefetch
         self.shape = handle.shape
         self.dtype = backend_dtype(handle)
 
+    @property
+    def handle(self) -> ArrayHandle:
+        """The array (store, path, metadata); after unpickling, rebuilt on first use."""
+        handle = self._handle
+        if handle is None:
+            with _UNPICKLE_LOCK:
+                if self._handle is None:
+                    assert self._blob is not None
+                    self._handle = pickle.loads(self._blob)
+                    self._blob = None
+                handle = self._handle
+        return handle
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (_rebuild, (self.handle, self.name))  # the prefetch cache stays behind
+        # the prefetch cache stays behind; the handle travels as its own pickle, unpickled on first use
+        blob = self._blob if self._handle is None else pickle.dumps(self._handle, protocol=5)
+        return (_rebuild, (blob, self.name, self.shape, self.dtype))
+
+    def __dask_tokenize__(self) -> tuple[Hashable, ...]:
+        return ("zarr_dask.ZarrDaskBackendArray", self.handle.__dask_tokenize__(), self.name)
 
     def get_array(self) -> ArrayHandle:
         return self.handle
@@ -172,7 +112,7 @@ class ZarrDaskBackendArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         if self.prefetch is not None:
-            full = self.prefetch.take(self.name, whole=_is_whole(key, self.shape))
+            full = self.prefetch.take(self.handle, whole=_is_whole(key, self.shape))
             if full is not None:
                 return indexing.apply_indexer(indexing.NumpyIndexingAdapter(full), key)  # type: ignore[no-untyped-call]
         kind = type(key)
@@ -211,5 +151,11 @@ def _is_whole(key: indexing.ExplicitIndexer, shape: tuple[int, ...]) -> bool:
     )
 
 
-def _rebuild(handle: ArrayHandle, name: str) -> ZarrDaskBackendArray:
-    return ZarrDaskBackendArray(handle, name=name)
+_UNPICKLE_LOCK = threading.Lock()
+
+
+def _rebuild(blob: bytes, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> ZarrDaskBackendArray:
+    array = ZarrDaskBackendArray.__new__(ZarrDaskBackendArray)
+    array._handle, array._blob = None, blob
+    array.name, array.prefetch, array.shape, array.dtype = name, None, shape, dtype
+    return array

@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 from xarray.backends.common import AbstractDataStore
 from xarray.core import indexing
 from xarray.core.utils import FrozenDict
@@ -27,7 +26,7 @@ from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec import json as zjson
 from zarr_dask.spec.paths import join_path, key_prefix
-from zarr_dask.xarray_backend.backend_array import PREFETCH_LIMIT, CoordinatePrefetch, ZarrDaskBackendArray
+from zarr_dask.xarray_backend.backend_array import ZarrDaskBackendArray
 from zarr_dask.xarray_backend.encoding import (
     codec_problem,
     decode_fill_value_attr,
@@ -35,6 +34,7 @@ from zarr_dask.xarray_backend.encoding import (
     read_encoding,
 )
 from zarr_dask.xarray_backend.hierarchy import Hierarchy
+from zarr_dask.xarray_backend.prefetch import PREFETCH_LIMIT, CoordinatePrefetch, prefetch_bytes
 
 __all__ = ["SkippedVariableWarning", "ZarrDaskDataStore"]
 
@@ -63,9 +63,12 @@ class ZarrDaskDataStore(AbstractDataStore):
     prefetch_coordinates
         Read all dimension coordinates with one batched call, in the background, as soon as the variables are
         built (xarray loads them for its indexes). Writers that only need encodings turn it off.
+    prefetch
+        A read of the dimension coordinates already under way (started while the metadata was loaded, see
+        :class:`~zarr_dask.xarray_backend.prefetch.EarlyCoordinates`); used instead of starting one.
     """
 
-    __slots__ = ("_arrays", "_group", "_hierarchy", "_mask", "_prefetch", "_unsafe", "_variables")
+    __slots__ = ("_arrays", "_early", "_group", "_hierarchy", "_mask", "_path", "_prefetch", "_unsafe", "_variables")
 
     def __init__(
         self,
@@ -76,10 +79,13 @@ class ZarrDaskDataStore(AbstractDataStore):
         drop_variables: Iterable[str] = (),
         allow_unsafe_codecs: bool = False,
         prefetch_coordinates: bool = True,
+        prefetch: CoordinatePrefetch | None = None,
     ) -> None:
         self._hierarchy = hierarchy
         self._prefetch = prefetch_coordinates
+        self._early = prefetch if prefetch_coordinates else None
         self._group = group
+        self._path = join_path(hierarchy.path, group)
         self._mask = hierarchy.zarr_format == 2 if use_zarr_fill_value_as_mask is None else bool(use_zarr_fill_value_as_mask)
         self._unsafe = allow_unsafe_codecs
         dropped = set(drop_variables)
@@ -93,11 +99,20 @@ class ZarrDaskDataStore(AbstractDataStore):
     @property
     def path(self) -> str:
         """The group's path in the store."""
-        return join_path(self._hierarchy.path, self._group)
+        return self._path
 
     @property
     def store(self) -> Any:
         return self._hierarchy.store
+
+    @property
+    def prefetched_names(self) -> frozenset[str]:
+        """Variables whose values come from a coordinate prefetch (empty before the variables are built)."""
+        if self._variables is None:
+            return frozenset()
+        return frozenset(
+            name for name, var in self._variables.items() if getattr(_backend_array(var), "prefetch", None)
+        )
 
     # ------------------------------------------------------------------ xarray's data store interface
     def get_attrs(self) -> dict[str, Any]:
@@ -156,15 +171,18 @@ class ZarrDaskDataStore(AbstractDataStore):
         }
 
     def _dimensions(self, errors: dict[str, Exception]) -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
-        """Dimension names and visible attributes per array (NCZarr documents fetched in one batch if needed)."""
+        """Dimension names and visible attributes per array. NCZarr's ``.zarray`` keys are in the metadata;
+        only when consolidated metadata dropped them (zarr-python does) are the ``.zarray`` documents of the
+        arrays without dimension names read, in one batch."""
         found: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {}
         missing = []
         for name, meta in self._arrays.items():
             try:
-                found[name] = dims_and_attrs(meta)
+                found[name] = dims_and_attrs(meta, meta.nczarr if isinstance(meta, ArrayMetadataV2) else None)
             except KeyError:
                 missing.append(name)
-        raws = self._raw_zarrays([n for n in missing if isinstance(self._arrays[n], ArrayMetadataV2)])
+        reread = [n for n in missing if isinstance(m := self._arrays[n], ArrayMetadataV2) and not m.nczarr]
+        raws = self._raw_zarrays(reread if self._hierarchy.consolidated else [])
         for name in missing:
             try:
                 found[name] = dims_and_attrs(self._arrays[name], raws.get(name))
@@ -181,7 +199,9 @@ class ZarrDaskDataStore(AbstractDataStore):
                 handles[name] = self._handle(name)
             except ZarrDaskError as e:
                 errors[name] = e
-        prefetch = _prefetch(handles, {n: found[n][0] for n in handles}) if self._prefetch else None
+        prefetch = self._early
+        if prefetch is None and self._prefetch:
+            prefetch = _prefetch(handles, {n: found[n][0] for n in handles})
         variables: dict[str, Variable] = {}
         for name, handle in handles.items():
             try:
@@ -201,7 +221,8 @@ class ZarrDaskDataStore(AbstractDataStore):
         problem = codec_problem(meta, allow_unsafe=self._unsafe)
         if problem is not None:
             raise UnknownCodecError(problem, store=self.store.url, path=join_path(self.path, name))
-        return ArrayHandle(self.store, join_path(self.path, name), meta, allow_unsafe_codecs=self._unsafe)
+        path = f"{self._path}/{name}" if self._path else name  # both already checked by the hierarchy
+        return ArrayHandle(self.store, path, meta, allow_unsafe_codecs=self._unsafe)
 
     def _variable(
         self,
@@ -211,7 +232,7 @@ class ZarrDaskDataStore(AbstractDataStore):
         attrs: dict[str, Any],
         prefetch: CoordinatePrefetch | None,
     ) -> Variable:
-        shared = prefetch if prefetch is not None and name in prefetch.names else None
+        shared = prefetch if prefetch is not None and dims == (name,) and prefetch.holds(handle) else None
         array = ZarrDaskBackendArray(handle, name=name, prefetch=shared)
         encoding = read_encoding(handle, dims)
         meta = handle.metadata
@@ -228,12 +249,16 @@ class ZarrDaskDataStore(AbstractDataStore):
         return Variable(dims, indexing.LazilyIndexedArray(array), attrs, encoding)
 
 
+def _backend_array(var: Variable) -> Any:
+    data = var._data
+    return data.array if isinstance(data, indexing.LazilyIndexedArray) else None
+
+
 def _prefetch(handles: Mapping[str, ArrayHandle], dims: Mapping[str, tuple[str, ...]]) -> CoordinatePrefetch | None:
     """Dimension coordinates (1-d, named after their dimension) to read together, if small enough."""
     coords = {n: h for n, h in handles.items() if dims[n] == (n,)}
-    total = sum(int(np.prod(h.shape)) * max(h.dtype.itemsize, 8) for h in coords.values())
-    if len(coords) < 2 or total > PREFETCH_LIMIT:
+    if len(coords) < 2 or prefetch_bytes(coords.values()) > PREFETCH_LIMIT:
         return None
-    prefetch = CoordinatePrefetch(coords)
+    prefetch = CoordinatePrefetch(coords.values())
     prefetch.start()
     return prefetch

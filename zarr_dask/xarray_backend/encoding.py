@@ -1,8 +1,9 @@
 """xarray's Zarr conventions on read: dimension names, hidden attributes, fill values and the encoding dict.
 
 * Dimensions: v3 ``dimension_names``; v2 the ``_ARRAY_DIMENSIONS`` attribute (hidden from ``attrs``), with
-  NCZarr's ``_NCZARR_ARRAY.dimrefs`` in ``.zarray`` as the fallback; attributes starting ``_nc`` are hidden
-  in v2 (as xarray does).
+  NCZarr's ``_nczarr_array`` / ``_NCZARR_ARRAY`` (``dimrefs``, or ``dimension_references`` in newer
+  netCDF-C) in ``.zarray`` or ``.zattrs`` as the fallback; attributes starting ``_nc`` are hidden in v2 (as
+  xarray does).
 * Fill values (``use_zarr_fill_value_as_mask``, default True for v2 and False for v3): when true the Zarr
   ``fill_value`` becomes the CF ``_FillValue`` that masks data; when false it is kept in
   ``encoding["fill_value"]`` (v3) and a ``_FillValue`` attribute is decoded from xarray's ``FillValueCoder``
@@ -39,12 +40,25 @@ _NCZARR_KEYS = ("_NCZARR_ARRAY", "_nczarr_array")
 
 
 def nczarr_dims(raw_zarray: Mapping[str, Any] | None, raw_zattrs: Mapping[str, Any]) -> list[str] | None:
-    """Dimension names from NCZarr metadata (fully qualified ``dimrefs``; the basename is the name)."""
+    """Dimension names from NCZarr metadata: the fully qualified ``dimrefs`` (``dimension_references`` in
+    newer netCDF-C) of ``_nczarr_array`` / ``_NCZARR_ARRAY``, in ``.zarray`` or ``.zattrs``; the basename is
+    the name (as xarray takes it).
+
+    Examples
+    --------
+    >>> nczarr_dims({"_NCZARR_ARRAY": {"dimrefs": ["/g/time", "/x"]}}, {})
+    ['time', 'x']
+    >>> nczarr_dims(None, {"_nczarr_array": {"dimension_references": ["/y"]}})
+    ['y']
+    """
     for doc in (raw_zarray or {}, raw_zattrs):
         for key in _NCZARR_KEYS:
             info = doc.get(key)
-            if isinstance(info, Mapping) and isinstance(info.get("dimrefs"), list):
-                return [str(d).rsplit("/", 1)[-1] for d in info["dimrefs"]]
+            if not isinstance(info, Mapping):
+                continue
+            refs = info.get("dimrefs", info.get("dimension_references"))
+            if isinstance(refs, list):
+                return [str(d).rsplit("/", 1)[-1] for d in refs]
     return None
 
 

@@ -7,6 +7,10 @@ the store allows.
   (concurrent on remote stores). With ``consolidated=False`` the first listing runs concurrently with the
   read of the group's own document, so a flat dataset costs two round trips.
 
+A ``peek`` sees the member documents of the groups the moment a batch of them arrives, before anything is
+parsed (the xarray reader starts reading the dimension coordinates then, so that round trip overlaps the
+parsing).
+
 The format is detected from the group's own document: ``zarr.json`` is asked for first and the v2
 documents only when it is absent, so a v3 store is never probed for v2 keys (and children are read in the
 detected format only). A child whose documents cannot be parsed is recorded in :attr:`Hierarchy.skipped`
@@ -34,12 +38,17 @@ from zarr_dask.spec import json as zjson
 from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
 from zarr_dask.store import Store
 
-__all__ = ["CONSOLIDATED_FALLBACK_WARNING", "Hierarchy", "load_hierarchy"]
+__all__ = ["CONSOLIDATED_FALLBACK_WARNING", "Hierarchy", "Peek", "load_hierarchy"]
 
 ZarrFormat = Literal[2, 3]
 ArrayMeta = ArrayMetadataV2 | ArrayMetadataV3
 GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
 NodeMeta = ArrayMeta | GroupMeta
+#: ``peek({group: {member name: {document name: document}}})``: the members of every group found in one
+#: batch of documents (group paths relative to the loaded group; document names ``"zarr.json"`` in v3,
+#: ``".zarray"``, ``".zattrs"``, ``".zgroup"`` in v2), straight from the store and not validated: the bytes
+#: read, or the decoded JSON when it came from consolidated metadata.
+Peek = Callable[[Mapping[str, Mapping[str, Mapping[str, Any]]]], None]
 
 #: xarray's own message (``xarray.backends.zarr._get_open_params``), emitted as a RuntimeWarning.
 CONSOLIDATED_FALLBACK_WARNING = (
@@ -55,8 +64,6 @@ CONSOLIDATED_FALLBACK_WARNING = (
     "error in this case instead of falling back to try "
     "reading non-consolidated metadata."
 )
-#: NCZarr (netCDF-C) writes extra keys into ``.zgroup``; the v2 spec allows only ``zarr_format``.
-_NCZARR_GROUP_KEYS = ("_nczarr", "_NCZARR")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,23 +122,59 @@ class Hierarchy:
 
 
 # ------------------------------------------------------------------------------------------ parsing
-def _strip_nczarr(docs: Mapping[str, bytes], key: str) -> dict[str, bytes]:
-    """NCZarr ``.zgroup`` documents carry ``_nczarr_*`` keys; drop them so the v2 group parses."""
-    data = docs.get(key)
-    if data is None or b"_nczarr" not in data.lower():
-        return dict(docs)
-    try:
-        doc = zjson.loads_object(data, key)
-    except ZarrDaskError:
-        return dict(docs)
-    clean = {k: v for k, v in doc.items() if not k.startswith(_NCZARR_GROUP_KEYS)}
-    return {**docs, key: zjson.dumps(clean)}
-
-
 def parse_docs(docs: Mapping[str, bytes], path: str, store: Store) -> NodeMeta | None:
-    """The node at ``path`` from fetched documents (``None`` if it has none); NCZarr groups tolerated."""
-    docs = _strip_nczarr(docs, key_prefix(path) + ".zgroup")
+    """The node at ``path`` from fetched documents (``None`` if it has none)."""
     return nodes.parse_node(docs, path, store)
+
+
+def _loads_quiet(data: bytes | None, key: str) -> Any:
+    """The decoded JSON object, or None when absent or malformed (the full parse reports those)."""
+    if data is None:
+        return None
+    try:
+        return zjson.loads_object(data, key)
+    except ZarrDaskError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Peeker:
+    """Hands member documents to a :data:`Peek`, one call per batch, groups down to ``max_depth``."""
+
+    peek: Peek
+    max_depth: int | None
+
+    def flat(self, entries: Mapping[str, Mapping[str, Any]], prefix: str = "") -> None:
+        """``entries``: relative node path (below ``prefix``) -> its documents."""
+        groups: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for rel, docs in entries.items():
+            if not isinstance(rel, str) or not rel.startswith(prefix) or rel == prefix:
+                continue
+            rel = rel[len(prefix) :]
+            if self.max_depth is None or rel.count("/") < self.max_depth:
+                parent, _, name = rel.rpartition("/")
+                groups.setdefault(parent, {})[name] = docs
+        if groups:
+            self.peek(groups)
+
+    def consolidated_v3(self, doc: Any, prefix: str) -> bool:
+        cm = doc.get("consolidated_metadata") if isinstance(doc, dict) else None
+        entries = cm.get("metadata") if isinstance(cm, dict) else None
+        if not isinstance(entries, dict):
+            return False
+        self.flat({k: {"zarr.json": v} for k, v in entries.items()}, prefix)
+        return True
+
+    def consolidated_v2(self, doc: Any, prefix: str) -> None:
+        entries = doc.get("metadata") if isinstance(doc, dict) else None
+        if not isinstance(entries, dict):
+            return
+        per_node: dict[str, dict[str, Any]] = {}
+        for key, value in entries.items():
+            node, _, name = str(key).rpartition("/")
+            if node and name in nodes.V2_DOCS:
+                per_node.setdefault(node, {})[name] = value
+        self.flat(per_node, prefix)
 
 
 def _v2_keys(path: str, *, consolidated: bool) -> list[str]:
@@ -162,7 +205,9 @@ def _consolidated_from_root(root_doc: Any, path: str) -> ConsolidatedMetadata | 
     return cm.subtree(path)
 
 
-def _read_v3_root(store: Store, path: str, use_consolidated: bool, detect: bool = False) -> _Root | None:
+def _read_v3_root(
+    store: Store, path: str, use_consolidated: bool, detect: bool = False, peeker: _Peeker | None = None
+) -> _Root | None:
     """One round trip: the group's ``zarr.json`` (and the store root's, for its consolidated metadata)."""
     keys = [key_prefix(path) + "zarr.json"]
     if path and use_consolidated:
@@ -170,6 +215,10 @@ def _read_v3_root(store: Store, path: str, use_consolidated: bool, detect: bool 
     docs = store.get_many(keys)
     if not docs:
         return None
+    if peeker is not None and use_consolidated:
+        own = peeker.consolidated_v3(_loads_quiet(docs.get(keys[0]), keys[0]), "")
+        if not own and path:
+            peeker.consolidated_v3(_loads_quiet(docs.get("zarr.json"), "zarr.json"), path + "/")
     meta = parse_docs(docs, path, store) if keys[0] in docs else None
     cm: ConsolidatedMetadata | None = None
     if use_consolidated:
@@ -190,23 +239,30 @@ def _read_v3_root(store: Store, path: str, use_consolidated: bool, detect: bool 
     return _Root(meta=meta, consolidated=cm, present=present)
 
 
-def _read_v2_root(store: Store, path: str, use_consolidated: bool, detect: bool = False) -> _Root | None:
+def _read_v2_root(
+    store: Store, path: str, use_consolidated: bool, detect: bool = False, peeker: _Peeker | None = None
+) -> _Root | None:
     """One round trip: the group's v2 documents (+ ``.zmetadata`` here and at the store root)."""
     keys = _v2_keys(path, consolidated=use_consolidated or detect)
     if path and use_consolidated:
         keys.append(".zmetadata")
     docs = store.get_many(keys)
+    own = key_prefix(path) + ".zmetadata"
+    if peeker is not None and use_consolidated:
+        if own in docs:
+            peeker.consolidated_v2(_loads_quiet(docs[own], own), "")
+        elif path and ".zmetadata" in docs:
+            peeker.consolidated_v2(_loads_quiet(docs[".zmetadata"], ".zmetadata"), path + "/")
     meta = parse_docs(docs, path, store)
     cm: ConsolidatedMetadata | None = None
     if use_consolidated:
-        own = docs.get(key_prefix(path) + ".zmetadata")
-        if own is not None:
-            cm = nodes.read_consolidated_v2(store, path, own)
+        if own in docs:
+            cm = nodes.read_consolidated_v2(store, path, docs[own])
         elif path and ".zmetadata" in docs:
             cm = _consolidated_from_root(nodes.read_consolidated_v2(store, "", docs[".zmetadata"]), path)
     if meta is None and cm is None:
         return None
-    return _Root(meta=meta, consolidated=cm, present=key_prefix(path) + ".zmetadata" in docs)
+    return _Root(meta=meta, consolidated=cm, present=own in docs)
 
 
 # ---------------------------------------------------------------------------------------- listing walk
@@ -224,6 +280,7 @@ class _Walk:
     path: str
     zarr_format: ZarrFormat
     max_depth: int | None
+    peeker: _Peeker | None = None
     nodes: dict[str, NodeMeta] = field(default_factory=dict)
     skipped: dict[str, ZarrDaskError] = field(default_factory=dict)
     implicit: set[str] = field(default_factory=set)
@@ -243,6 +300,8 @@ class _Walk:
     def _read_level(self, children: list[str], *, deeper: bool) -> list[str]:
         keys = [k for c in children for k in _child_keys(join_path(self.path, c), self.zarr_format)]
         docs = self.store.get_many(keys) if keys else {}
+        if self.peeker is not None:
+            self._peek(children, docs)
         frontier = []
         for child in children:
             try:
@@ -260,6 +319,17 @@ class _Walk:
             if nodes.is_group(meta):
                 frontier.append(child)
         return frontier
+
+    def _peek(self, children: list[str], docs: Mapping[str, bytes]) -> None:
+        names = (nodes.V3_DOC,) if self.zarr_format == 3 else nodes.V2_DOCS
+        found: dict[str, dict[str, Any]] = {}
+        for child in children:
+            p = key_prefix(join_path(self.path, child))
+            child_docs = {n: docs[p + n] for n in names if p + n in docs}
+            if child_docs:
+                found[child] = child_docs
+        assert self.peeker is not None
+        self.peeker.flat(found)
 
     def _prune_implicit(self) -> None:
         """Drop implicit groups with no explicit node below them (a stray directory is not a group)."""
@@ -280,14 +350,19 @@ def _missing(store: Store, path: str) -> NodeNotFoundError:
 
 
 def _read_root(
-    store: Store, path: str, zarr_format: ZarrFormat | None, use_consolidated: bool, detect: bool
+    store: Store,
+    path: str,
+    zarr_format: ZarrFormat | None,
+    use_consolidated: bool,
+    detect: bool,
+    peeker: _Peeker | None = None,
 ) -> tuple[_Root | None, ZarrFormat | None]:
     if zarr_format in (None, 3):
-        root = _read_v3_root(store, path, use_consolidated, detect)
+        root = _read_v3_root(store, path, use_consolidated, detect, peeker)
         if root is not None:
             return root, 3
     if zarr_format in (None, 2):
-        root = _read_v2_root(store, path, use_consolidated, detect)
+        root = _read_v2_root(store, path, use_consolidated, detect, peeker)
         if root is not None:
             return root, 2
     return None, zarr_format
@@ -302,6 +377,7 @@ def load_hierarchy(
     max_depth: int | None = 1,
     warn: Callable[[str, type[Warning]], None] | None = None,
     detect_consolidated: bool = False,
+    peek: Peek | None = None,
 ) -> Hierarchy:
     """Read the metadata of the group at ``path`` and of its members down to ``max_depth`` (None = all).
 
@@ -321,6 +397,9 @@ def load_hierarchy(
     detect_consolidated
         With ``consolidated=False``: still find out whether the group has consolidated metadata (v2: one
         more key in the first read), for writers that must keep it fresh.
+    peek
+        Called with the members of the groups down to ``max_depth`` (see :data:`Peek`) as soon as each batch
+        of their documents is fetched, before anything is parsed. It must not raise.
 
     Raises
     ------
@@ -340,11 +419,12 @@ def load_hierarchy(
     """
     path = normalize_path(path)
     warn = warn or (lambda msg, cat: warnings.warn(msg, cat, stacklevel=4))
+    peeker = None if peek is None else _Peeker(peek, max_depth)
     with ThreadPoolExecutor(8, thread_name_prefix="zarr_dask_open") as pool:
         listing: Future[tuple[list[str], list[str]]] | None = None
         if consolidated is False:  # nothing to wait for: list while the group's own document is read
             listing = pool.submit(store.list_dir, key_prefix(path))
-        root, fmt = _read_root(store, path, zarr_format, consolidated is not False, detect_consolidated)
+        root, fmt = _read_root(store, path, zarr_format, consolidated is not False, detect_consolidated, peeker)
         if root is not None and isinstance(root.meta, ArrayMetadataV2 | ArrayMetadataV3):
             raise GroupNotFoundError(
                 "this path holds an array, not a group; open its parent group (group=...) instead",
@@ -364,11 +444,11 @@ def load_hierarchy(
             )
         first = listing.result()[1] if listing is not None else None
         if root is None:
-            return _implicit_root(store, path, zarr_format, first, max_depth, pool, warn, consolidated)
+            return _implicit_root(store, path, zarr_format, first, max_depth, pool, warn, consolidated, peeker)
         if consolidated is None:
             warn(CONSOLIDATED_FALLBACK_WARNING, RuntimeWarning)
         assert fmt is not None
-        walk = _Walk(store, path, fmt, max_depth)
+        walk = _Walk(store, path, fmt, max_depth, peeker)
         walk.run(first, pool)
         return Hierarchy(
             store=store,
@@ -401,11 +481,12 @@ def _implicit_root(
     pool: ThreadPoolExecutor,
     warn: Callable[[str, type[Warning]], None],
     consolidated: bool | None,
+    peeker: _Peeker | None,
 ) -> Hierarchy:
     """No document at ``path``: an implicit group if some child has one (format from the children)."""
     dirs = first if first is not None else store.list_dir(key_prefix(path))[1]
     for fmt in (3, 2) if zarr_format is None else (zarr_format,):
-        walk = _Walk(store, path, fmt, max_depth)
+        walk = _Walk(store, path, fmt, max_depth, peeker)
         walk.run(list(dirs), pool)
         if walk.nodes or walk.skipped:
             if consolidated is None:

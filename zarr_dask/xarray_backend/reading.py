@@ -1,8 +1,12 @@
 """``open_dataset`` / ``open_groups_as_dict`` / ``open_datatree`` for ``engine="zarr_dask"``.
 
 The hierarchy's metadata is loaded once (:func:`~zarr_dask.xarray_backend.hierarchy.load_hierarchy`: one
-consolidated read, or one listing per level plus one batched read of the documents), then xarray's own
-``StoreBackendEntrypoint`` decodes every group with xarray's CF machinery.
+consolidated read, or one listing per level plus one batched read of the documents), then every group is
+decoded with xarray's CF machinery, as xarray's ``StoreBackendEntrypoint`` does.
+
+The dimension coordinates are read (one batched call) from the moment their documents arrive, while the rest
+of the metadata is parsed and the variables are CF-decoded; the coordinates are decoded last, because
+decoding times reads their values and would otherwise make every later variable wait for that round trip.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from zarr_dask.spec.paths import normalize_path
 from zarr_dask.store import FsspecStore, Store, open_store
 from zarr_dask.xarray_backend.datastore import ZarrDaskDataStore
 from zarr_dask.xarray_backend.hierarchy import Hierarchy, load_hierarchy
+from zarr_dask.xarray_backend.prefetch import EarlyCoordinates
 
 if TYPE_CHECKING:
     from xarray import Dataset, DataTree
@@ -75,9 +80,30 @@ def _drop(drop_variables: str | Iterable[str] | None) -> tuple[str, ...]:
 def _decode(
     datastore: ZarrDaskDataStore, drop_variables: tuple[str, ...], decoders: Mapping[str, Any]
 ) -> Dataset:
-    from xarray.backends.store import StoreBackendEntrypoint
+    """``StoreBackendEntrypoint.open_dataset`` (xarray's CF decoding, the same Dataset), with the variables
+    being prefetched decoded after the others (decoding is per variable; the order is restored after)."""
+    from xarray import conventions
+    from xarray.core.coordinates import Coordinates
+    from xarray.core.dataset import Dataset
 
-    return StoreBackendEntrypoint().open_dataset(datastore, drop_variables=drop_variables or None, **decoders)
+    variables, attrs = datastore.load()  # type: ignore[no-untyped-call]
+    waiting = datastore.prefetched_names
+    staged = {k: v for k, v in variables.items() if k not in waiting}
+    staged.update((k, v) for k, v in variables.items() if k in waiting)
+    decoded, attrs, coord_names = conventions.decode_cf_variables(
+        staged, attrs, drop_variables=drop_variables or None, **decoders
+    )
+    data_vars: dict[str, Any] = {}
+    coord_vars: dict[str, Any] = {}
+    for name in variables:
+        if name in decoded:
+            var = decoded[name]
+            target = coord_vars if name in coord_names or var.dims == (name,) else data_vars
+            target[name] = var
+    ds = Dataset(data_vars, coords=Coordinates(coord_vars, indexes={}), attrs=attrs)
+    ds.set_close(datastore.close)
+    ds.encoding = datastore.get_encoding()
+    return ds
 
 
 def open_dataset(
@@ -94,13 +120,15 @@ def open_dataset(
 ) -> Dataset:
     """Open one group as a Dataset (see :meth:`ZarrDaskBackendEntrypoint.open_dataset`)."""
     store = as_store(filename_or_obj, storage_options, read_only=True)
-    hierarchy = load_hierarchy(store, normalize_path(group or ""), zarr_format=zarr_format, consolidated=consolidated)
-    drop = _drop(drop_variables)
+    path, drop = normalize_path(group or ""), _drop(drop_variables)
+    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
+    hierarchy = load_hierarchy(store, path, zarr_format=zarr_format, consolidated=consolidated, peek=early)
     datastore = ZarrDaskDataStore(
         hierarchy,
         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
         drop_variables=drop,
         allow_unsafe_codecs=allow_unsafe_codecs,
+        prefetch=early.get(),
     )
     return _decode(datastore, drop, decoders)
 
@@ -124,10 +152,11 @@ def open_groups_as_dict(
     """Every group below ``group`` (implicit groups included) as ``{"/path": Dataset}``, paths relative to
     ``group`` (the group itself is ``"/"``). The whole hierarchy's metadata is loaded once."""
     store = as_store(filename_or_obj, storage_options, read_only=True)
+    path, drop = normalize_path(group or ""), _drop(drop_variables)
+    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
     hierarchy: Hierarchy = load_hierarchy(
-        store, normalize_path(group or ""), zarr_format=zarr_format, consolidated=consolidated, max_depth=None
+        store, path, zarr_format=zarr_format, consolidated=consolidated, max_depth=None, peek=early
     )
-    drop = _drop(drop_variables)
     out: dict[str, Dataset] = {}
     for rel in hierarchy.group_paths():
         datastore = ZarrDaskDataStore(
@@ -136,6 +165,7 @@ def open_groups_as_dict(
             use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
             drop_variables=drop,
             allow_unsafe_codecs=allow_unsafe_codecs,
+            prefetch=early.get(rel),
         )
         out[_tree_name(rel)] = _decode(datastore, drop, decoders)
     return out
