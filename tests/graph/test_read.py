@@ -272,6 +272,31 @@ def test_block_memory_is_recycled_and_views_keep_it() -> None:
     assert POOL.idle_bytes == 4 << 20
 
 
+def test_idle_block_memory_is_dropped_even_if_the_pool_is_not_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from zarr_dask.graph import buffers
+
+    monkeypatch.setattr(buffers, "_IDLE_SECONDS", 0.1)
+    pool = buffers.BlockPool(limit=8 << 20)
+    block = pool.empty((1 << 20,), np.uint8)
+    del block
+    assert pool.idle_bytes == 1 << 20
+    deadline = time.monotonic() + 5.0
+    while pool.idle_bytes and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pool.idle_bytes == 0
+
+
+def test_default_block_pool_limit_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zarr_dask.graph import buffers
+
+    monkeypatch.delenv("ZARR_DASK_BLOCK_POOL", raising=False)
+    assert 256 << 20 <= buffers._limit() <= 2 << 30
+    monkeypatch.setenv("ZARR_DASK_BLOCK_POOL", "64MiB")
+    assert buffers._limit() == 64 << 20
+
+
 def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     a = create(MemoryStore(), (40, 30), (7, 6), dtype="f8")
     data = reference_data(a.shape)

@@ -224,3 +224,14 @@ def test_same_datatree_as_xarrays_engine(tmp_path, layout, xarray_dims):
     theirs = xr.open_datatree(root, engine="zarr", consolidated=False).load()
     ours = xr.open_datatree(root, engine="zarr_dask", consolidated=False).load()
     xr.testing.assert_identical(ours, theirs)
+
+
+@pytest.mark.parametrize("layout", ["4.8", "4.9"])
+def test_appending_a_variable_keeps_the_groups_nczarr_keys(tmp_path, layout):
+    root = write_nczarr(tmp_path / "d.zarr", layout)
+    keys = _keys(layout)
+    extra = xr.Dataset({"w": (("x",), np.array([1.0, 2.0, 3.0]))})
+    zarr_dask.to_zarr_dataset(extra, root, mode="a", zarr_format=2, consolidated=False)
+    zgroup = json.loads((root / ".zgroup").read_text())
+    assert zgroup[keys["superblock"]] == {"version": "2.0.0"} and keys["group"] in zgroup
+    np.testing.assert_array_equal(_ours(root).w.values, [1.0, 2.0, 3.0])

@@ -7,8 +7,8 @@ map it again -- measured here at 0.2-2.5 s per GiB, as much as reading and decod
 tasks of this process take their output buffers from a small pool of already-touched buffers, and a block's
 buffer returns to the pool when the last reference to the block (or any view of it) is gone.
 
-The pool keeps at most ``ZARR_DASK_BLOCK_POOL`` bytes of idle buffers (default 1 GiB; ``0`` disables it),
-drops buffers idle for more than a minute, and is not used inside distributed workers (their memory
+The pool keeps at most ``ZARR_DASK_BLOCK_POOL`` bytes of idle buffers (default 2 GiB, or an eighth of the
+machine's memory when that is less; ``0`` disables it), drops buffers idle for more than a minute, and is not used inside distributed workers (their memory
 manager must see what the process really holds). Buffers under 1 MiB come from NumPy directly.
 """
 
@@ -30,10 +30,19 @@ _MIN_BYTES = 1 << 20
 _IDLE_SECONDS = 60.0
 
 
+def _default_limit() -> int:
+    """2 GiB, or an eighth of the machine's memory when that is less (at least 256 MiB)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+        return 1 << 30
+    return max(256 << 20, min(2 << 30, total // 8))
+
+
 def _limit() -> int:
     raw = os.environ.get("ZARR_DASK_BLOCK_POOL", "")
     if not raw:
-        return 1 << 30
+        return _default_limit()
     from dask.utils import parse_bytes
 
     return int(parse_bytes(raw))
@@ -80,6 +89,7 @@ class BlockPool:
         self._free: dict[int, list[tuple[float, np.ndarray[Any, Any]]]] = {}
         self._idle = 0
         self._lock = threading.RLock()  # the give-back may run from garbage collection inside a take
+        self._timer: threading.Timer | None = None
 
     @property
     def idle_bytes(self) -> int:
@@ -116,6 +126,21 @@ class BlockPool:
             if self._idle + buf.nbytes <= self.limit:
                 self._free.setdefault(buf.nbytes, []).append((now, buf))
                 self._idle += buf.nbytes
+                self._schedule_trim()
+
+    def _schedule_trim(self) -> None:
+        """Drop idle buffers after their minute even if the pool is never used again (a daemon timer)."""
+        if self._timer is None or not self._timer.is_alive():
+            self._timer = threading.Timer(_IDLE_SECONDS * 1.05, self._timed_trim)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _timed_trim(self) -> None:
+        with self._lock:
+            self._timer = None
+            self._trim(time.monotonic())
+            if self._idle:
+                self._schedule_trim()
 
     def _trim(self, now: float) -> None:
         for size in list(self._free):

@@ -9,6 +9,7 @@ after someone else's append starts from the right shape).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -241,9 +242,12 @@ def _existing_write(
     return VarWrite(name, join_path(path, name), meta, v.data, sel, "region", meta, write_empty)
 
 
-def _group_metadata(fmt: ZarrFormat, attrs: Mapping[str, Any]) -> GroupMetadataV2 | GroupMetadataV3:
+def _group_metadata(fmt: ZarrFormat, attrs: Mapping[str, Any], existing: Any = None) -> GroupMetadataV2 | GroupMetadataV3:
+    """The group's new metadata; NCZarr bookkeeping of an existing v2 group (``_nczarr_group``...) is kept."""
     try:
         meta = (GroupMetadataV3 if fmt == 3 else GroupMetadataV2)(attributes=encode_attrs(attrs))
+        if isinstance(meta, GroupMetadataV2) and isinstance(existing, GroupMetadataV2) and existing.nczarr:
+            meta = dataclasses.replace(meta, nczarr=existing.nczarr)
         meta.to_documents()
     except MetadataError as e:
         raise _attr_error(e, "Dataset.attrs") from None
@@ -297,7 +301,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     plan = GroupPlan(
         path=path,
         zarr_format=fmt,
-        group=None if opts.mode == "r+" else _group_metadata(fmt, attrs),
+        group=None if opts.mode == "r+" else _group_metadata(fmt, attrs, None if opts.mode == "w" else state.group(path)),
         replace=opts.mode == "w",
     )
     for name in names:
