@@ -98,7 +98,8 @@ def run_batches(
     helpers = [(pool or _pool()).submit(work) for _ in range(min(threads, len(batches)) - 1)]
     work()
     for f in helpers:
-        f.result()
+        if not f.cancel():  # a helper still queued behind other reads has nothing left to do: drop it
+            f.result()
     if failed:
         raise failed[0]
 
