@@ -37,3 +37,32 @@ def test_no_consolidated_metadata_is_started(memory_url: str) -> None:
     a = root.create_array("x", shape=(4,), dtype="i1")
     a.resize((8,))
     assert zarr_dask.open_group(memory_url).consolidated_metadata is None
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_members_created_through_a_consolidated_group_are_found_at_once_and_by_the_next_reader(
+    memory_url: str, zarr_format: Literal[2, 3]
+) -> None:
+    root = zarr_dask.create_group(memory_url, zarr_format=zarr_format)
+    root.create_array("old", shape=(2,), dtype="i1")
+    zarr_dask.consolidate_metadata(memory_url)
+    g = zarr_dask.open_group(memory_url)
+    assert g.consolidated_metadata is not None
+    g.create_array("a/b/new", shape=(3,), dtype="f4")
+    g.create_group("sub", attributes={"k": 1})
+    assert g["a/b/new"].shape == (3,) and dict(g["sub"].attrs) == {"k": 1}
+    assert isinstance(g["a"], zarr_dask.Group)
+    fresh = zarr_dask.open_group(memory_url, use_consolidated=True)
+    assert fresh["a/b/new"].shape == (3,) and "sub" in fresh and "old" in fresh
+    assert zarr_dask.check_consolidated(memory_url) == []
+
+
+def test_creating_members_of_an_unconsolidated_group_costs_no_extra_request(memory_url: str) -> None:
+    g = zarr_dask.create_group(memory_url)
+    with g.store.counters.counting() as delta:
+        g.create_array("x", shape=(2,), dtype="i1")
+    before = dict(delta)
+    g2 = zarr_dask.create_group(memory_url.rstrip("/") + "-b")
+    with g2.store.counters.counting() as delta2:
+        zarr_dask.create_array(g2.store, name="x", shape=(2,), dtype="i1")
+    assert before == dict(delta2)

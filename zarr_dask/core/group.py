@@ -9,6 +9,7 @@ from typing import Any, Literal
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array, Attributes
 from zarr_dask.core.consolidated import (
+    consolidated_entry,
     consolidated_lock,
     holder_documents,
     refresh_consolidated,
@@ -331,12 +332,33 @@ class Group:
             raise e.with_context(store=self._store.url, path=self._path) from None
         return join_path(self._path, rel)
 
+    def _member_created(self, path: str, meta: Any) -> None:
+        """A member was created: when this group was opened from consolidated metadata, bring the stored
+        consolidated metadata (one batched read of the ancestors' documents, one write) and this group's view of
+        it up to date, so the new member is found here and by the next reader."""
+        if self._consolidated is None:
+            return
+        refresh_consolidated(self._store, path, meta, zarr_format=self.zarr_format)
+        rel = path[len(key_prefix(self._path)) :]
+        entries = dict(self._consolidated.nodes)
+        if nodes.is_array(meta):  # an array replaces whatever was below it
+            entries = {k: v for k, v in entries.items() if not k.startswith(rel + "/")}
+        parts = rel.split("/")
+        for i in range(1, len(parts)):  # groups created on the way (write-if-absent: existing ones stay)
+            between = "/".join(parts[:i])
+            if between not in entries or nodes.is_array(entries[between]):
+                entries[between] = (GroupMetadataV3 if self.zarr_format == 3 else GroupMetadataV2)()
+        entries[rel] = consolidated_entry(meta)
+        self._consolidated = dataclasses.replace(self._consolidated, nodes=entries)
+
     def create_group(
         self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
-        return Group.create(
+        group = Group.create(
             self._store, self._child_path(name), zarr_format=self.zarr_format, attributes=attributes, overwrite=overwrite
         )
+        self._member_created(group.path, group.metadata)
+        return group
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         """Open the member group ``name``, creating it if absent."""
@@ -350,7 +372,10 @@ class Group:
 
     def create_array(self, name: str, *, shape: Any, dtype: Any = "float64", **kwargs: Any) -> Array:
         kwargs.setdefault("zarr_format", self.zarr_format)
-        return Array.create(self._store, self._child_path(name), shape=shape, dtype=dtype, **kwargs)
+        array = Array.create(self._store, self._child_path(name), shape=shape, dtype=dtype, **kwargs)
+        if array.zarr_format == self.zarr_format:
+            self._member_created(array.path, array.metadata)
+        return array
 
 
 # ---------------------------------------------------------------------- discovery by listing
