@@ -132,3 +132,21 @@ def any_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] |
     if kind == "fsspec-memory":
         return request.getfixturevalue("memory_url"), None
     return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+
+
+@contextlib.contextmanager
+def local_cluster_client(threads_per_worker: int = 1) -> Iterator[Any]:
+    """A ``distributed.Client`` on a 2-process ``LocalCluster`` on loopback (no dashboard), closed on exit.
+
+    Use it in a module-scoped fixture: while the client lives it is dask's default scheduler, so each module
+    that wants a cluster starts its own rather than one for the whole session."""
+    import distributed
+
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=threads_per_worker, dashboard_address=":0", silence_logs=50
+    )
+    try:
+        with distributed.Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()

@@ -1,25 +1,16 @@
-"""The documentation runs: docstring examples of the core modules, and every python code block of the README
-and of docs/*.md (executed in a temporary directory, in order, one namespace per file)."""
+"""The documentation runs: every python code block of the README and of docs/*.md (executed in a temporary
+directory, in order, one namespace per file). Docstring examples: tests/test_docstrings.py."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_MODULES = ["zarr_dask.core.array", "zarr_dask.core.group", "zarr_dask.core.api", "zarr_dask.core.indexing"]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-
-
-@pytest.mark.parametrize("name", CORE_MODULES)
-def test_core_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
 
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.name)

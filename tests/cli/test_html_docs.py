@@ -1,10 +1,8 @@
-"""Notebook HTML of arrays, groups and ZOM specs; the docstring examples of the CLI, convert and logging
-modules; option parsing; the copy planner's memory model."""
+"""Notebook HTML of arrays, groups and ZOM specs; option parsing; the copy planner's memory model (the
+docstring examples run in tests/test_docstrings.py)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import math
 import xml.etree.ElementTree as ET
 
@@ -19,17 +17,6 @@ from zarr_dask.convert.options import parse_compressor, parse_dim_sizes, parse_s
 from zarr_dask.convert.plan import Layout, plan_copy, task_memory
 from zarr_dask.core.html import array_html, group_html, spec_html
 from zarr_dask.errors import MetadataError, WritePlanError
-
-MODULES = [
-    "zarr_dask.convert", "zarr_dask.convert.options", "zarr_dask.convert.plan", "zarr_dask.convert.target",
-    "zarr_dask.cli.show", "zarr_dask.logging", "zarr_dask.core.html",
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def _well_formed(html: str) -> ET.Element:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import pickle
 import threading
 
@@ -14,8 +13,6 @@ from hypothesis import strategies as st
 import zarr_dask.codecs
 from tests.codecs._helpers import dt2, dt3, sample, spec
 from zarr_dask.codecs import CodecPipeline, pipeline_from_v2, pipeline_from_v3
-from zarr_dask.codecs import create as create_mod
-from zarr_dask.codecs import pipeline as pipeline_mod
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BE = {"name": "bytes", "configuration": {"endian": "big"}}
@@ -169,12 +166,6 @@ def test_concurrent_decode_from_threads():
     for t in threads:
         t.join()
     assert not errors
-
-
-@pytest.mark.parametrize("module", [pipeline_mod, create_mod])
-def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 BB_OPTIONS = [

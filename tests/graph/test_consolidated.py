@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import doctest
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -310,11 +309,6 @@ def test_a_broken_consolidated_document_names_store_and_group() -> None:
     assert e.value.store == store.url
     with pytest.raises(MetadataError, match="zarr_consolidated_format"):
         zarr_dask.append(da.ones((1, 3), chunks=1), store, component="x")
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(core_consolidated, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_public_names() -> None:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import zarr_dask
+from tests.conftest import local_cluster_client
 from tests.graph._helpers import FlakyLocalStore, create, reference_data
 from tests.graph.test_properties import write_cases
 
@@ -22,12 +23,8 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0", silence_logs=50
-    )
-    with distributed.Client(cluster) as c:
+    with local_cluster_client(threads_per_worker=1) as c:
         yield c
-    cluster.close()
 
 
 def test_read_and_write_local_dir(client: Any, tmp_path: Path) -> None:

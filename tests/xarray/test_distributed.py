@@ -14,18 +14,15 @@ import pytest
 import xarray as xr
 
 import zarr_dask
+from tests.conftest import local_cluster_client
 
 distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=2, dashboard_address=":0", silence_logs=50
-    )
-    with distributed.Client(cluster) as c:
+    with local_cluster_client(threads_per_worker=2) as c:
         yield c
-    cluster.close()
 
 
 def _part(start: int, stop: int, chunks: int) -> xr.Dataset:
