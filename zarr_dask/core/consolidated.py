@@ -36,6 +36,7 @@ __all__ = [
     "consolidated_holders",
     "consolidated_entry",
     "consolidated_lock",
+    "consolidated_of",
     "holder_documents",
     "refresh_consolidated",
     "refresh_keys",
@@ -92,7 +93,9 @@ def refresh_keys(path: str, zarr_format: ZarrFormat, *, own: bool) -> list[str]:
     return keys + (nodes.candidate_keys(path, zarr_format) if own else [])
 
 
-def _holder_cm(store: Store, path: str, meta: Any, docs: Mapping[str, bytes]) -> ConsolidatedMetadata | None:
+def consolidated_of(store: Store, path: str, meta: Any, docs: Mapping[str, bytes]) -> ConsolidatedMetadata | None:
+    """The consolidated metadata the group ``meta`` at ``path`` holds: v3 inline, v2 from the ``.zmetadata``
+    document in ``docs`` (None if there is none, or ``meta`` is not a group)."""
     if isinstance(meta, GroupMetadataV3):
         return meta.consolidated_metadata
     zmeta = docs.get(key_prefix(path) + ".zmetadata")
@@ -139,7 +142,7 @@ def refreshed_documents(
     holders: list[str] = []
     for i, h in enumerate(ancestors):
         group = parsed[h]
-        cm = _holder_cm(store, h, group, docs) if group is not None and group.zarr_format == zarr_format else None
+        cm = consolidated_of(store, h, group, docs) if group is not None and group.zarr_format == zarr_format else None
         if cm is None or not isinstance(group, GroupMetadataV2 | GroupMetadataV3):
             continue
         holders.append(h)
@@ -313,7 +316,7 @@ def consolidated_holders(store: Store, found: Mapping[str, Any], docs: Mapping[s
     documents are taken from ``docs``)."""
     out = {}
     for path, meta in found.items():
-        cm = _holder_cm(store, path, meta, docs)
+        cm = consolidated_of(store, path, meta, docs)
         if cm is not None:
             out[path] = cm
     return out

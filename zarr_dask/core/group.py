@@ -11,6 +11,7 @@ from zarr_dask.core.array import Array, Attributes
 from zarr_dask.core.consolidated import (
     consolidated_entry,
     consolidated_lock,
+    consolidated_of,
     holder_documents,
     refresh_consolidated,
     refresh_keys,
@@ -29,15 +30,6 @@ from zarr_dask.store import Store, open_store
 ZarrFormat = Literal[2, 3]
 GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
 NodeMeta = ArrayMetadataV2 | ArrayMetadataV3 | GroupMeta
-
-
-def _consolidated_of(store: Store, path: str, meta: Any, docs: Mapping[str, bytes]) -> ConsolidatedMetadata | None:
-    if isinstance(meta, GroupMetadataV3):
-        return meta.consolidated_metadata
-    zmeta = docs.get(key_prefix(path) + ".zmetadata")
-    if isinstance(meta, GroupMetadataV2) and zmeta is not None:
-        return nodes.read_consolidated_v2(store, path, zmeta)
-    return None
 
 
 class Group:
@@ -93,7 +85,7 @@ class Group:
             raise GroupNotFoundError(
                 "this path holds an array, not a group; open it with open_array", store=s.url, path=path
             )
-        consolidated = _consolidated_of(s, path, meta, docs) if use_consolidated is not False else None
+        consolidated = consolidated_of(s, path, meta, docs) if use_consolidated is not False else None
         if use_consolidated is True and consolidated is None:
             raise NodeNotFoundError(
                 "use_consolidated=True but the group has no consolidated metadata; run "
@@ -186,7 +178,7 @@ class Group:
         own_cm = [key_prefix(self._path) + ".zmetadata"] if fmt == 2 else []
         with consolidated_lock(self._store):
             docs = self._store.get_many(refresh_keys(self._path, fmt, own=True) + own_cm)
-            current = _consolidated_of(self._store, self._path, nodes.parse_node(docs, self._path, self._store), docs)
+            current = consolidated_of(self._store, self._path, nodes.parse_node(docs, self._path, self._store), docs)
             updates = nodes.documents(self._path, meta)
             if isinstance(meta, GroupMetadataV3):
                 meta = dataclasses.replace(meta, consolidated_metadata=current)

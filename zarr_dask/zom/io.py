@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from zarr_dask.core import nodes as core_nodes
+from zarr_dask.core.consolidated import consolidated_of
 from zarr_dask.errors import (
     ArrayNotFoundError,
     GroupNotFoundError,
@@ -119,7 +120,7 @@ def from_store(
         return ArraySpec(metadata=meta)
     consolidated = None
     if meta is not None and use_consolidated is not False:
-        consolidated = _consolidated(s, root, meta, docs)
+        consolidated = consolidated_of(s, root, meta, docs)
     if use_consolidated is True and consolidated is None:
         raise NodeNotFoundError(
             "use_consolidated=True but the group has no consolidated metadata; consolidate it "
@@ -170,15 +171,6 @@ def array_from_store(store: Any, *, path: str = "", storage_options: Mapping[str
 
 def _url(store: Any) -> str:
     return store.url if isinstance(store, Store) else str(store)
-
-
-def _consolidated(s: Store, root: str, meta: Any, docs: Mapping[str, bytes]) -> ConsolidatedMetadata | None:
-    if isinstance(meta, GroupMetadataV3):
-        return meta.consolidated_metadata
-    zmetadata = docs.get(key_prefix(root) + ".zmetadata")
-    if isinstance(meta, GroupMetadataV2) and zmetadata is not None:
-        return core_nodes.read_consolidated_v2(s, root, zmetadata)
-    return None
 
 
 def _from_consolidated(cm: ConsolidatedMetadata, limit: int | None) -> tuple[dict[str, Any], set[str]]:
