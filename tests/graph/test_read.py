@@ -297,6 +297,46 @@ def test_default_block_pool_limit_follows_the_machine(monkeypatch: pytest.Monkey
     assert buffers._limit() == 64 << 20
 
 
+@pytest.mark.parametrize("shape", [(40, 30), (7,), (5, 6, 7)])
+def test_dask_compute_of_the_whole_array_assembles_blocks_into_pooled_memory(shape: tuple[int, ...]) -> None:
+    import dask
+
+    from zarr_dask.graph.buffers import POOL
+
+    zchunks = tuple(max(1, n // 4) for n in shape)
+    a = create(MemoryStore(), shape, zchunks, dtype="f8")
+    data = reference_data(a.shape)
+    a[:] = data
+    x = zarr_dask.from_zarr(a, chunks=tuple(2 * c for c in zchunks))  # several blocks of whole chunks
+    assert x.npartitions > 1
+    (got,) = dask.compute(x, scheduler="threads")
+    np.testing.assert_array_equal(got, data)
+    got2, doubled = dask.compute(x, x * 2, scheduler="sync")  # with an ordinary dask array alongside
+    np.testing.assert_array_equal(got2, data)
+    np.testing.assert_array_equal(doubled, data * 2)
+    big = create(MemoryStore(), (512, 1024), (128, 1024), dtype="f8")  # 4 MiB: pooled memory
+    big[:] = 1.0
+    POOL.clear()
+    (whole,) = dask.compute(zarr_dask.from_zarr(big, chunks=(256, 1024)), scheduler="sync")
+    assert float(whole.sum()) == 512 * 1024
+    idle = POOL.idle_bytes
+    del whole
+    assert POOL.idle_bytes == idle + (4 << 20)  # the result's memory returns to the pool
+
+
+def test_assembling_falls_back_to_dask_for_unexpected_blocks() -> None:
+    from zarr_dask.graph.read import _assemble
+
+    blocks = [[np.ones((2, 2)), np.ones((2, 1))], [np.zeros((1, 2)), np.zeros((1, 1))]]
+    out = _assemble(blocks, ((2, 1), (2, 1)), np.dtype("f8"))
+    np.testing.assert_array_equal(out, np.block(blocks))
+    odd = [[np.ones((2, 2), dtype="f4"), np.ones((2, 1), dtype="f4")]]  # not the array's dtype: dask assembles
+    np.testing.assert_array_equal(_assemble(odd, ((2,), (2, 1)), np.dtype("f8")), np.block(odd))
+    single = [[np.arange(4.0).reshape(2, 2)]]
+    copy = _assemble(single, ((2,), (2,)), np.dtype("f8"))
+    assert copy is not single[0][0] and np.array_equal(copy, single[0][0])
+
+
 def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     a = create(MemoryStore(), (40, 30), (7, 6), dtype="f8")
     data = reference_data(a.shape)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 import warnings
@@ -35,6 +36,7 @@ from dask.utils import parse_bytes
 
 from zarr_dask.core.api import open_array
 from zarr_dask.core.array import Array
+from zarr_dask.graph import buffers
 from zarr_dask.graph.chunking import (
     Chunks,
     Units,
@@ -93,6 +95,42 @@ class ZarrArray(DaskArray):
         if handle is None or threads is None:
             return cast(Any, super()).compute(**kwargs)
         return handle.read_all(threads)
+
+    def __dask_postcompute__(self) -> Any:
+        """Assemble the computed blocks into memory from the block pool (``dask.compute(x)``, distributed
+        ``client.compute(x)``), like the direct ``compute()`` result, instead of fresh memory."""
+        return _assemble, (self.chunks, self.dtype)
+
+
+def _assemble(results: Any, chunks: Chunks, dtype: np.dtype[Any]) -> Any:
+    """The blocks (nested lists, one level per dimension) copied into one pooled array; anything but the
+    expected NumPy blocks goes to dask's own ``finalize``."""
+    from dask.array import core
+
+    finalize: Any = core.finalize
+
+    def leaves(nested: Any, depth: int, index: tuple[int, ...]) -> Any:
+        if depth == len(chunks):
+            yield index, nested
+            return
+        for i, sub in enumerate(nested):
+            yield from leaves(sub, depth + 1, (*index, i))
+
+    if not chunks or not isinstance(results, list | tuple):
+        return finalize(results)
+    found = list(leaves(results, 0, ()))
+    expected = list(itertools.product(*(range(len(c)) for c in chunks)))
+    if len(found) <= 1 or [i for i, _ in found] != expected:
+        return finalize(results)
+    starts = [np.concatenate([[0], np.cumsum(c)]).astype(int).tolist() for c in chunks]
+    for index, block in found:
+        shape = tuple(chunks[d][i] for d, i in enumerate(index))
+        if type(block) is not np.ndarray or block.dtype != dtype or block.shape != shape:
+            return finalize(results)
+    out = buffers.empty(tuple(int(sum(c)) for c in chunks), dtype)
+    for index, block in found:
+        out[tuple(slice(starts[d][i], starts[d][i + 1]) for d, i in enumerate(index))] = block
+    return out
 
 
 _DIRECT_KWARGS = frozenset({"scheduler", "num_workers", "optimize_graph", "traverse"})
