@@ -3,7 +3,6 @@ docstring examples run in tests/test_docstrings.py)."""
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -92,8 +91,11 @@ def test_plans_respect_the_budget(shape: list[int], data: st.DataObject, budget:
         least = tuple(map(min, src, dst))
         one_unit = task_memory(dst, Layout(unit=least, chunk=least), Layout(unit=dst, chunk=dst), 4, budget // threads)[0]
         one_chunk = task_memory(src, Layout(unit=src, chunk=src), Layout(unit=src, chunk=src), 4, budget // threads)[0]
-        assert one_unit > budget // threads or one_chunk > budget // threads or math.prod(least) * 4 * 5 > budget // threads
+        box = tuple(min(d, n) for d, n in zip(dst, shape))  # one target unit read straight from the source
+        unit_direct = task_memory(box, Layout(unit=src, chunk=src), Layout(unit=dst, chunk=dst), 4, budget // threads)[0]
+        assert one_unit > budget // threads or one_chunk > budget // threads or unit_direct > budget // threads
         return
+    assert plan.task_budget == budget // threads
     for stage in plan.stages:
         assert stage.memory <= budget // threads
         # boxes are whole target units (or the whole dimension)
@@ -115,3 +117,13 @@ def test_box_counts_follow_the_target_grid(memory_url: str) -> None:
     assert p.write_plan is not None and (p.write_plan.tasks, p.write_plan.keys, p.write_plan.aligned) == (4, 4, True)
     assert report.stats["tasks"] == 4 and report.stats["read_requests"] == 7
     np.testing.assert_array_equal(zarr_dask.open_array(memory_url + "/d")[:], values)
+
+
+def test_grids_that_no_intermediate_helps_are_copied_by_target_units() -> None:
+    """Found by hypothesis: source chunks of 684 and target chunks of 683 over 688 elements, 16,416 bytes per
+    task. A box covering whole source chunks (688) needs 4 bytes too many and no intermediate grid helps,
+    but a box of one target unit fits."""
+    src, dst = Layout(unit=(684,), chunk=(684,)), Layout(unit=(683,), chunk=(683,))
+    plan = plan_copy((688,), 4, src, dst, max_memory=65664, threads=4)
+    (stage,) = plan.stages
+    assert stage.box == (683,) and stage.memory <= 65664 // 4 and not plan.staged

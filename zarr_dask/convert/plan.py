@@ -14,7 +14,9 @@ A *direct* plan uses boxes that cover whole source chunks too (no source chunk d
 the two grids do not line up). When such a box does not fit into the memory budget of one task, the copy
 is *staged*, like rechunker: the source is first copied to an intermediate array whose chunks lie between
 the source and the target chunks, then the intermediate to the target, each stage with boxes that fit.
-When even one target unit (or one source chunk) cannot fit, the plan is refused with the numbers.
+When no intermediate grid fits either, boxes of single target units read the source directly (source
+chunks that straddle two boxes are decoded twice). When even one target unit (or one source chunk) cannot
+fit, the plan is refused with the numbers.
 
 A pass of only a few boxes (fewer than two per thread; e.g. one variable whose source chunks span whole maps)
 would leave threads idle, so each of its tasks reads and writes its box with several threads, as many as its
@@ -243,9 +245,15 @@ def plan_copy(
     if one_unit.memory > budget:
         raise _refuse("target unit (shard or chunk)", target.unit, one_unit.memory, budget, threads, max_memory)
     mid = _staging_chunks(source, target, shape, itemsize, budget)
-    if mid is None:
+    if mid is None:  # no intermediate grid helps: boxes of whole target units read straight from the source
+        units = _stage(target.unit, source, target, itemsize, budget, shape)
+        if units.memory <= budget:
+            stage = _with_workers(_grow(units, shape, itemsize, budget), shape, itemsize, budget, threads)
+            return StagePlan(stages=(stage,), task_budget=budget)
         need = task_memory(source.chunk, source, Layout(unit=source.chunk, chunk=source.chunk), itemsize, budget)[0]
-        raise _refuse("source chunk", source.chunk, need, budget, threads, max_memory)
+        if need > budget:
+            raise _refuse("source chunk", source.chunk, need, budget, threads, max_memory)
+        raise _refuse("target unit (shard or chunk)", target.unit, units.memory, budget, threads, max_memory)
     layout = Layout(unit=mid, chunk=mid)
     first = _stage(_direct_box(source, layout, shape), source, layout, itemsize, budget, shape)
     second = _stage(_direct_box(layout, target, shape), layout, target, itemsize, budget, shape)
