@@ -7,6 +7,7 @@ Fixtures for any test module:
 * ``s3_storage_options``: fresh dict of fsspec/s3fs options for that server.
 * ``s3_bucket_url``: ``"s3://<fresh bucket>/root.zarr"``; the bucket is emptied and removed afterwards.
 * ``memory_url``: ``"memory://<unique>"`` on fsspec's memory filesystem, cleared afterwards.
+* ``local_cluster_client()``: a context manager for module-scoped ``distributed`` client fixtures.
 * ``any_store_url``: parametrized over ``memory-store``, ``local``, ``fsspec-memory`` and ``s3``; yields
   ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``.
 """
@@ -15,11 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests explore new random examples on every local run (that is how they find bugs); CI
+# (``.ci/run`` sets ZD_HYPOTHESIS_PROFILE=ci) replays a fixed sequence, so a CI run is repeatable and a
+# landing never depends on the luck of the draw.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("ZD_HYPOTHESIS_PROFILE", "default"))
 
 # Third-party warnings we cannot fix, ignored narrowly (pyproject turns every other warning into an error),
 # e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*".  None is needed with the versions in
