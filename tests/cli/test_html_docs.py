@@ -47,6 +47,9 @@ def test_array_and_spec_html(memory_url: str) -> None:
     html = spec_html(group)
     _well_formed(html)
     assert "zarr_dask.zom.GroupSpec" in html and "(members not read)" in html
+    # the notebook hooks show the same
+    assert a._repr_html_() == array_html(a)
+    assert spec._repr_html_() == spec_html(spec) and group._repr_html_() == html
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 0, 2), (10**6, 10**6)])

@@ -1,4 +1,4 @@
-"""run_batches: every batch runs once, the caller works too, errors surface, a busy pool never stalls it."""
+"""run_batches: every batch runs once, the caller works too, errors surface, a busy pool never stalls it; and\nthe per-thread decode buffers can be released."""
 
 from __future__ import annotations
 
@@ -61,3 +61,14 @@ def test_a_busy_pool_does_not_stall_the_call() -> None:
         release.set()
     assert sorted(seen) == list(range(50))
     assert elapsed < 5.0  # done by the caller alone, not after the other work
+
+
+def test_release_scratch_drops_this_threads_decode_buffers() -> None:
+    import zarr_dask
+    from zarr_dask.core import chunk_io
+
+    arr = zarr_dask.create_array("memory://release-scratch", shape=(4, 4), dtype="f4", chunks=(2, 2), overwrite=True)
+    buf = arr._io._scratch((2, 2))
+    assert arr._io._scratch((2, 2)) is buf  # reused
+    chunk_io.release_scratch()
+    assert arr._io._scratch((2, 2)) is not buf

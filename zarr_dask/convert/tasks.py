@@ -160,7 +160,7 @@ def copy_box(
         nbytes = _copy(src, dst, box, read_batch, write_batch, workers)
     finally:
         # the per-thread decode buffers would otherwise outlive the task (one per chunk shape seen)
-        chunk_io._SCRATCH.__dict__.pop("bufs", None)
+        chunk_io.release_scratch()
         _release_memory()
     r, w = _counts(src.store), _counts(dst.store)
     return {

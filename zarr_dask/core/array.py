@@ -374,6 +374,12 @@ class Array:
     def __repr__(self) -> str:
         return f"<zarr_dask.Array {self._store.url} {self.name} shape={self.shape} dtype={self.dtype}>"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: shape, data type, chunks, shards, codecs and a picture of the chunk grid."""
+        from zarr_dask.core.html import array_html
+
+        return array_html(self)
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Array)

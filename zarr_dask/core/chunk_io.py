@@ -104,6 +104,12 @@ def run_batches(
         raise failed[0]
 
 
+def release_scratch() -> None:
+    """Drop this thread's reusable decode buffers (one per chunk shape seen). Long-lived threads that read
+    arrays of many chunk shapes call it when done, so the buffers do not outlive the work."""
+    _SCRATCH.__dict__.pop("bufs", None)
+
+
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
     """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
 

@@ -188,6 +188,12 @@ class ArraySpec(JsonEquality):
             raise MetadataError("the JSON describes a group, not an array; use GroupSpec.from_json")
         return node
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the same renderer as for stored arrays and groups)."""
+        from zarr_dask.core.html import spec_html
+
+        return spec_html(self)
+
     def to_json(self) -> dict[str, Any]:
         """The ZEP 6 JSON (pydantic-zarr's field names and order; v3 keeps ``dimension_names`` only if set).
 

@@ -187,6 +187,12 @@ class GroupSpec(JsonEquality):
             raise MetadataError("the JSON describes an array, not a group; use ArraySpec.from_json")
         return node
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the same renderer as for stored arrays and groups)."""
+        from zarr_dask.core.html import spec_html
+
+        return spec_html(self)
+
     def to_json(self) -> dict[str, Any]:
         """The ZEP 6 JSON with members nested (pydantic-zarr's shape; ``"implicit": true`` on implicit groups)."""
         out: dict[str, Any] = {"zarr_format": self.zarr_format}
