@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from zarr_dask.store import arena as arena_mod
-from zarr_dask.store.arena import ReadArena, read_arena
+from zarr_dask.store.arena import ReadArena, read_arena, release_read_arena
 
 
 def _address(view: memoryview) -> int:
@@ -80,3 +80,13 @@ def test_a_bad_limit_warns_and_keeps_the_default(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ZARR_DASK_READ_ARENA", raw)
     with pytest.warns(RuntimeWarning, match="ZARR_DASK_READ_ARENA"):
         assert arena_mod._limit() == 128 << 20
+
+
+def test_release_drops_the_threads_arena_but_not_one_in_use() -> None:
+    with read_arena() as first:
+        release_read_arena()  # inside a read: ignored
+    with read_arena() as again:
+        assert again is first
+    release_read_arena()
+    with read_arena() as fresh:
+        assert fresh is not first

@@ -27,6 +27,7 @@ from zarr_dask.core import chunk_io
 from zarr_dask.core.indexing import DimSelection, chunk_projections
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.store.arena import release_read_arena
 
 __all__ = ["CopyJob", "Stats", "build_graph", "copy_box", "merge", "run_graph", "write_plan"]
 
@@ -161,6 +162,7 @@ def copy_box(
     finally:
         # the per-thread decode buffers would otherwise outlive the task (one per chunk shape seen)
         chunk_io.release_scratch()
+        release_read_arena()  # the fetched-bytes buffer too (up to ZARR_DASK_READ_ARENA per thread)
         _release_memory()
     r, w = _counts(src.store), _counts(dst.store)
     return {

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["ReadArena", "read_arena"]
+__all__ = ["ReadArena", "read_arena", "release_read_arena"]
 
 _LOCAL = threading.local()
 _ALIGN = 64
@@ -107,3 +107,10 @@ def read_arena() -> Iterator[ReadArena]:
     finally:
         arena._reset()
         _LOCAL.busy = False
+
+
+def release_read_arena() -> None:
+    """Drop this thread's arena (outside a read), so its memory goes back now rather than when the thread
+    ends: for long-lived threads that must stay within a memory budget between tasks."""
+    if not getattr(_LOCAL, "busy", False):
+        _LOCAL.arena = None
