@@ -63,6 +63,7 @@ def run_batches(
     threads: int | None = None,
     batched_io: bool = True,
     pool: ThreadPoolExecutor | None = None,
+    batch_size: int | None = None,
 ) -> None:
     """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile.
 
@@ -70,7 +71,7 @@ def run_batches(
     out many keys at once; without it (local files, memory) every item is its own task, which keeps each
     chunk's bytes hot in cache between reading and decoding. The calling thread works too, next to
     ``threads - 1`` threads of ``pool`` (default: the shared I/O pool): no thread sits waiting, and a busy
-    pool never stalls the call.
+    pool never stalls the call. ``batch_size`` sets the items per batch instead.
     """
     n = len(items)
     threads = io_threads() if threads is None else threads
@@ -79,7 +80,7 @@ def run_batches(
     if threads <= 1 or n == 1 or threading.current_thread().name.startswith(("zarr_dask_io", "zarr_dask_read")):
         func(items)
         return
-    size = -(-n // min(n, threads * 4)) if batched_io else 1
+    size = batch_size or (-(-n // min(n, threads * 4)) if batched_io else 1)
     batches = [items[i : i + size] for i in range(0, n, size)]
     claim = itertools.count()  # next() is atomic under the GIL: each batch runs exactly once
     failed: list[BaseException] = []

@@ -175,9 +175,8 @@ class ArrayHandle:
             self.read_projections(out, projections)
             return out
         step = self.local_batch if not self.store.batched_io else -(-len(projections) // (4 * threads))
-        batches = [projections[i : i + step] for i in range(0, len(projections), step)]
         run_batches(
-            lambda b: self.read_projections(out, b[0]), batches, threads=threads, batched_io=False,
+            lambda batch: self.read_projections(out, batch), projections, threads=threads, batch_size=step,
             pool=_read_pool(threads),
         )
         return out

@@ -63,14 +63,12 @@ class ReadArena:
     (10, 20, False)
     """
 
-    __slots__ = ("_buf", "_limit", "_spare", "_used", "_view")
+    __slots__ = ("_limit", "_used", "_view")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._buf: np.ndarray | None = None  # type: ignore[type-arg]
-        self._view = memoryview(b"")  # the whole of _buf, as bytes
+        self._view = memoryview(b"")  # the whole buffer, as bytes (views handed out keep their buffer alive)
         self._used = 0
-        self._spare: list[np.ndarray] = []  # type: ignore[type-arg]  # outgrown buffers still in use
 
     def take(self, nbytes: int) -> memoryview:
         """A writable view of ``nbytes`` bytes, valid until the arena's ``with`` block ends."""
@@ -78,18 +76,14 @@ class ReadArena:
         if start + nbytes > len(self._view):
             if nbytes > self._limit:
                 return np.empty(nbytes, dtype=np.uint8).data.cast("B")
-            if self._buf is not None:
-                self._spare.append(self._buf)
             size = min(self._limit, max(nbytes, 2 * len(self._view), 1 << 20))
-            self._buf = np.empty(size, dtype=np.uint8)
-            self._view = self._buf.data.cast("B")
+            self._view = np.empty(size, dtype=np.uint8).data.cast("B")
             start = 0
         self._used = start + nbytes
         return self._view[start : start + nbytes]
 
     def _reset(self) -> None:
         self._used = 0
-        self._spare.clear()
 
 
 @contextmanager

@@ -12,7 +12,7 @@ decoding times reads their values and would otherwise make every later variable 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr_dask.spec.paths import normalize_path
@@ -106,6 +106,54 @@ def _decode(
     return ds
 
 
+def _load(
+    filename_or_obj: Any,
+    storage_options: Mapping[str, Any] | None,
+    group: str | None,
+    drop_variables: str | Iterable[str] | None,
+    allow_unsafe_codecs: bool,
+    **load: Any,
+) -> tuple[Hierarchy, EarlyCoordinates, tuple[str, ...]]:
+    """The hierarchy at ``group`` (``load``: :func:`load_hierarchy`'s options), with its dimension coordinates
+    already being read, and the names to drop."""
+    store = as_store(filename_or_obj, storage_options, read_only=True)
+    path, drop = normalize_path(group or ""), _drop(drop_variables)
+    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
+    return load_hierarchy(store, path, peek=early, **load), early, drop
+
+
+def _datasets(
+    filename_or_obj: Any,
+    rels: Callable[[Hierarchy], Iterable[str]],
+    *,
+    drop_variables: str | Iterable[str] | None,
+    group: str | None,
+    storage_options: Mapping[str, Any] | None,
+    use_zarr_fill_value_as_mask: bool | None,
+    allow_unsafe_codecs: bool,
+    decoders: Mapping[str, Any],
+    **load: Any,
+) -> dict[str, Dataset]:
+    """Load the hierarchy at ``group`` once (``load``: :func:`load_hierarchy`'s options; the dimension
+    coordinates are read from the moment their documents arrive), then decode the groups ``rels`` picks."""
+    store = as_store(filename_or_obj, storage_options, read_only=True)
+    path, drop = normalize_path(group or ""), _drop(drop_variables)
+    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
+    hierarchy = load_hierarchy(store, path, peek=early, **load)
+    out: dict[str, Dataset] = {}
+    for rel in rels(hierarchy):
+        datastore = ZarrDaskDataStore(
+            hierarchy,
+            rel,
+            use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+            drop_variables=drop,
+            allow_unsafe_codecs=allow_unsafe_codecs,
+            prefetch=early.get(rel),
+        )
+        out[_tree_name(rel)] = _decode(datastore, drop, decoders)
+    return out
+
+
 def open_dataset(
     filename_or_obj: Any,
     *,
@@ -119,18 +167,11 @@ def open_dataset(
     **decoders: Any,
 ) -> Dataset:
     """Open one group as a Dataset (see :meth:`ZarrDaskBackendEntrypoint.open_dataset`)."""
-    store = as_store(filename_or_obj, storage_options, read_only=True)
-    path, drop = normalize_path(group or ""), _drop(drop_variables)
-    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
-    hierarchy = load_hierarchy(store, path, zarr_format=zarr_format, consolidated=consolidated, peek=early)
-    datastore = ZarrDaskDataStore(
-        hierarchy,
-        use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-        drop_variables=drop,
-        allow_unsafe_codecs=allow_unsafe_codecs,
-        prefetch=early.get(),
-    )
-    return _decode(datastore, drop, decoders)
+    return _datasets(
+        filename_or_obj, lambda _: [""], drop_variables=drop_variables, group=group, storage_options=storage_options,
+        use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask, allow_unsafe_codecs=allow_unsafe_codecs,
+        decoders=decoders, zarr_format=zarr_format, consolidated=consolidated,
+    )["/"]  # fmt: skip
 
 
 def _tree_name(rel: str) -> str:
@@ -151,24 +192,12 @@ def open_groups_as_dict(
 ) -> dict[str, Dataset]:
     """Every group below ``group`` (implicit groups included) as ``{"/path": Dataset}``, paths relative to
     ``group`` (the group itself is ``"/"``). The whole hierarchy's metadata is loaded once."""
-    store = as_store(filename_or_obj, storage_options, read_only=True)
-    path, drop = normalize_path(group or ""), _drop(drop_variables)
-    early = EarlyCoordinates(store, path, drop_variables=drop, allow_unsafe_codecs=allow_unsafe_codecs)
-    hierarchy: Hierarchy = load_hierarchy(
-        store, path, zarr_format=zarr_format, consolidated=consolidated, max_depth=None, peek=early
-    )
-    out: dict[str, Dataset] = {}
-    for rel in hierarchy.group_paths():
-        datastore = ZarrDaskDataStore(
-            hierarchy,
-            rel,
-            use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-            drop_variables=drop,
-            allow_unsafe_codecs=allow_unsafe_codecs,
-            prefetch=early.get(rel),
-        )
-        out[_tree_name(rel)] = _decode(datastore, drop, decoders)
-    return out
+    return _datasets(
+        filename_or_obj, Hierarchy.group_paths, drop_variables=drop_variables, group=group,
+        storage_options=storage_options, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+        allow_unsafe_codecs=allow_unsafe_codecs, decoders=decoders, zarr_format=zarr_format,
+        consolidated=consolidated, max_depth=None,
+    )  # fmt: skip
 
 
 def open_datatree(filename_or_obj: Any, **kwargs: Any) -> DataTree:

@@ -78,8 +78,17 @@ def array_metadata(doc: dict[str, Any]) -> ArrayMetadata:
     raise MetadataError(f"field 'zarr_format' must be 2 or 3, got {fmt!r}")
 
 
+class NotebookDisplay:
+    """``_repr_html_`` for ZOM specs: the renderer of stored arrays and groups (:mod:`zarr_dask.core.html`)."""
+
+    def _repr_html_(self) -> str:
+        from zarr_dask.core.html import spec_html
+
+        return spec_html(self)
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ArraySpec(JsonEquality):
+class ArraySpec(NotebookDisplay, JsonEquality):
     """A Zarr array node: its metadata (v2 or v3), attributes included; no data, no store.
 
     Build one with :meth:`from_array` (from a NumPy / dask array), :meth:`build` (from ``create_array``-style
@@ -187,12 +196,6 @@ class ArraySpec(JsonEquality):
         if not isinstance(node, ArraySpec):
             raise MetadataError("the JSON describes a group, not an array; use GroupSpec.from_json")
         return node
-
-    def _repr_html_(self) -> str:
-        """Notebook display (the same renderer as for stored arrays and groups)."""
-        from zarr_dask.core.html import spec_html
-
-        return spec_html(self)
 
     def to_json(self) -> dict[str, Any]:
         """The ZEP 6 JSON (pydantic-zarr's field names and order; v3 keeps ``dimension_names`` only if set).

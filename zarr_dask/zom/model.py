@@ -24,7 +24,7 @@ from zarr_dask.errors import InvalidPathError, MetadataError, UnknownExtensionEr
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.json import JsonEquality, prefixed, to_jsonable
 from zarr_dask.spec.paths import normalize_path, validate_node_name
-from zarr_dask.zom.array import ArraySpec, array_metadata, document
+from zarr_dask.zom.array import ArraySpec, NotebookDisplay, array_metadata, document
 
 if TYPE_CHECKING:
     from zarr_dask.zom.diff import Diff
@@ -49,7 +49,7 @@ def _unescape(key: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class GroupSpec(JsonEquality):
+class GroupSpec(NotebookDisplay, JsonEquality):
     """A Zarr group node: attributes and members (name -> :class:`ArraySpec` / :class:`GroupSpec`).
 
     Parameters
@@ -186,12 +186,6 @@ class GroupSpec(JsonEquality):
         if not isinstance(node, GroupSpec):
             raise MetadataError("the JSON describes an array, not a group; use ArraySpec.from_json")
         return node
-
-    def _repr_html_(self) -> str:
-        """Notebook display (the same renderer as for stored arrays and groups)."""
-        from zarr_dask.core.html import spec_html
-
-        return spec_html(self)
 
     def to_json(self) -> dict[str, Any]:
         """The ZEP 6 JSON with members nested (pydantic-zarr's shape; ``"implicit": true`` on implicit groups)."""
