@@ -9,13 +9,14 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test test-main test-oracle lint typecheck bench clean
 
-$(VENV)/.installed: pyproject.toml
+# setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
+$(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
-$(ORACLE_VENV)/.installed: pyproject.toml
+$(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -n "$(ORACLE_PYTHON)" || { echo "no Python >= 3.12 found for the zarr-python oracle (set ORACLE_PYTHON=...)"; exit 1; }
 	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip

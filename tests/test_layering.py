@@ -20,6 +20,7 @@ FORBIDDEN_INTERNAL = {
     "store": {"spec", "codecs", "core", "graph", "zom", "xarray_backend", "cli"},
     "core": {"graph", "zom", "xarray_backend", "cli"},
     "convert": {"cli", "demo"},
+    "native": {"spec", "store", "core", "graph", "zom", "xarray_backend", "cli", "convert", "demo"},
 }
 # third-party module -> the only zarr_dask packages allowed to import it
 ALLOWED_THIRD_PARTY = {

@@ -244,6 +244,17 @@ _INTO: dict[str, Callable[[Decompress, BufferLike, np.ndarray[Any, Any]], None]]
 }
 
 
+def extension_path(codec_id: str) -> str | None:
+    """The file of numcodecs' compiled module for ``codec_id`` (``"zstd"`` -> ``numcodecs/zstd.*.so``), for
+    the native reader, which calls the same C functions; None when there is no such module."""
+    try:
+        module = importlib.import_module(f"numcodecs.{codec_id}")
+    except ImportError:
+        return None
+    path = getattr(module, "__file__", None)
+    return path if isinstance(path, str) and not path.endswith(".py") else None
+
+
 def _decompress_function(codec_id: str, codec: Any) -> Decompress:
     """numcodecs' module-level ``decompress(source, dest)`` (what ``Codec.decode`` calls after a few
     Python-level buffer conversions that cost more than small chunks take to decompress)."""

@@ -31,6 +31,7 @@ from zarr_dask.codecs.base import (
     as_byte_view,
 )
 from zarr_dask.codecs.builtin import BytesCodec, TransposeCodec
+from zarr_dask.codecs.numcodecs_bridge import NumcodecsBytesBytes
 from zarr_dask.codecs.registry import codec_from_v2, codec_from_v3
 from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError, ZarrDaskError
 from zarr_dask.spec.dtypes import DataType
@@ -100,10 +101,20 @@ class CodecPipeline(ABC):
     def to_json(self) -> Any:
         """v3: the list of codec objects; v2: ``{"compressor": ..., "filters": ...}`` (as given)."""
 
+    def direct_codec(self, spec: ChunkSpec) -> str | None:
+        """How a stored chunk of ``spec`` becomes its decoded bytes when nothing else is involved: ``"raw"``
+        (stored as they are) or the numcodecs id of the one compressor (``"zstd"``, ``"blosc"``, ``"lz4"``).
+        None when the chain does more (byte swaps, transposes, filters, checksums, object codecs): what the
+        native reader (:mod:`zarr_dask.native`) may decode itself."""
+        return None
+
     @abstractmethod
     def fixed_encoded_size(self, shape: tuple[int, ...]) -> int | None:
         """Exact encoded size of a chunk of ``shape`` when every codec is fixed-size (``bytes``, ``transpose``,
         ``crc32c``: e.g. a shard index), else None."""
+
+
+_DIRECT = frozenset({"zstd", "blosc", "lz4"})
 
 
 class _Plan:
@@ -279,6 +290,17 @@ class _ChainPipeline(CodecPipeline):
             raise
         except Exception as e:
             raise ChunkEncodeError(f"chunk cannot be encoded ({type(e).__name__}: {e})") from e
+
+    def direct_codec(self, spec: ChunkSpec) -> str | None:
+        plan = self._plan_for(spec)
+        if plan.aa or plan._swap or not isinstance(plan.ab, BytesCodec) or spec.dtype.hasobject:
+            return None
+        if not plan.bb:
+            return "raw"
+        codec = plan.bb[0]
+        if len(plan.bb) == 1 and isinstance(codec, NumcodecsBytesBytes) and codec.codec_id in _DIRECT:
+            return codec.codec_id
+        return None
 
     def fixed_encoded_size(self, shape: tuple[int, ...]) -> int | None:
         default = self._default_spec

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_dask import native
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.codecs.pipeline import V3Pipeline
@@ -38,6 +40,9 @@ _log = logging.getLogger("zarr_dask.core")
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
+#: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
+#: bytes in cache between reading and decoding (big chunks go one at a time, tiny ones in hundreds).
+LOCAL_BATCH_BYTES = 2 << 20
 
 
 def io_threads() -> int:
@@ -258,6 +263,12 @@ class ChunkIO:
             for g in self.grids
         )
 
+    @cached_property
+    def local_batch(self) -> int:
+        """Storage keys per store call on stores without batched I/O (about :data:`LOCAL_BATCH_BYTES`)."""
+        key_bytes = self.dtype.itemsize * math.prod(int(g.size(0)) if g.nchunks() else 1 for g in self.grids)
+        return max(1, LOCAL_BATCH_BYTES // max(key_bytes, 1))
+
     def _data_shape(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(g.data_size(c) for g, c in zip(self.grids, coords, strict=True))
 
@@ -395,6 +406,49 @@ class ChunkIO:
         if self.sharding is not None:
             self._read_shards(out, projections)
             return
+        if self._native is not None:
+            self._read_native(out, projections, *self._native)
+            return
+        self._read_chunks(out, projections)
+
+    @cached_property
+    def _native(self) -> tuple[int, int, bytes] | None:
+        """``(codec id, read buffer size, fill bytes)`` when the native reader (:mod:`zarr_dask.native`) can
+        read this array's chunks: a local store, a regular grid, a fixed-size type and a direct codec."""
+        if not native.available() or self.store.read_paths([]) is None or self.dtype.hasobject:
+            return None
+        if not all(isinstance(g, RegularDimGrid) for g in self.grids) or self.sharding is not None:
+            return None
+        spec = self.chunk_spec((0,) * len(self.grids))
+        name = self.pipeline.direct_codec(spec)
+        codec = None if name is None else native.codec_id(name)
+        if codec is None:
+            return None
+        nbytes = math.prod(spec.shape) * self.dtype.itemsize
+        # room for an incompressible chunk plus any compressor's overhead; larger files take the Python path
+        cap = nbytes + nbytes // 64 + 4096
+        fill = np.asarray(self.fill, dtype=self.dtype).tobytes()
+        return codec, cap, fill
+
+    def _read_native(
+        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], codec: int, cap: int, fill: bytes
+    ) -> None:
+        """Read a batch through the native reader; the chunks it leaves go through the Python path."""
+        projections = list(projections)
+        paths = self.store.read_paths([self.chunk_key(p.coords) for p in projections])
+        assert paths is not None  # _native checked the store
+        shape = self.chunk_shape((0,) * len(self.grids))
+        target = out.view(np.dtype((np.void, out.dtype.itemsize)))  # any dtype through the buffer protocol
+        with read_arena() as arena:
+            files, nbytes, left = native.read_chunks(
+                paths, projections, target, shape, codec, fill, arena.take(cap), self._scratch(shape),
+                self.store.read_flags,
+            )
+        self.store.counters.add(get=len(projections) - len(left), bytes_read=nbytes)
+        if left:
+            self._read_chunks(out, [projections[i] for i in left])
+
+    def _read_chunks(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         keys = [self.chunk_key(p.coords) for p in projections]
         with read_arena() as arena:
             got = self.store.get_many_into(keys, arena)
@@ -414,7 +468,11 @@ class ChunkIO:
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
         _log.debug("%s /%s: read %d storage keys", self.store.url, self.path, len(projections))
         run_batches(
-            lambda batch: self.read_into(out, batch), projections, threads=threads, batched_io=self.store.batched_io
+            lambda batch: self.read_into(out, batch),
+            projections,
+            threads=threads,
+            batched_io=self.store.batched_io,
+            batch_size=self.local_batch if self._native is not None else None,  # one native call per batch
         )
         return out
 

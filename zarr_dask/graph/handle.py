@@ -8,7 +8,6 @@ handle with the same configuration, so thousands of tasks unpickling the same ha
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -36,9 +35,6 @@ __all__ = ["ArrayHandle", "is_sharded"]
 _CACHE_SIZE = 64
 _CACHE: OrderedDict[Hashable, ArrayHandle] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-#: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
-#: bytes in cache between reading and decoding (big chunks go one at a time, tiny ones in hundreds).
-_LOCAL_BATCH_BYTES = 2 << 20
 
 
 def is_sharded(metadata: ArrayMetadata) -> bool:
@@ -205,11 +201,9 @@ class ArrayHandle:
                 self.io.write_from(value, projections[i : i + n])
         return len(projections)
 
-    @cached_property
+    @property
     def local_batch(self) -> int:
-        """Storage keys per store call on stores without batched I/O."""
-        key_bytes = self.dtype.itemsize * math.prod(int(g.size(0)) if g.nchunks() else 1 for g in self.io.grids)
-        return max(1, _LOCAL_BATCH_BYTES // max(key_bytes, 1))
+        return self.io.local_batch
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

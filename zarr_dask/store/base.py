@@ -49,6 +49,8 @@ class Store(ABC):
     #: True when one batched call for many keys beats many calls (remote stores fan a batch out
     #: concurrently); False for stores where a call costs no round trip (local files, memory).
     batched_io: bool = True
+    #: ``os.open`` flags for :meth:`read_paths` (stores with files only).
+    read_flags: int = 0
 
     def __init__(self, url: str, *, read_only: bool) -> None:
         self.url = url
@@ -113,6 +115,15 @@ class Store(ABC):
         so a stream of large reads touches no new memory (see :mod:`zarr_dask.store.arena`).
         """
         return list(self.get_ranges(requests))
+
+    def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
+        """The local file paths of ``keys``, for readers that open files themselves (the native reader,
+        :mod:`zarr_dask.native`), or None for stores without local files (the default).
+
+        A path is None where the key cannot exist; the reader opens paths with :attr:`read_flags` and hands
+        anything unusual (symbolic links, errors) back to :meth:`get_many_into`, which applies the store's
+        rules and raises its errors."""
+        return None
 
     @abstractmethod
     def exists(self, key: str) -> bool:

@@ -137,6 +137,14 @@ class LocalStore(Store):
         self.counters.add(get=len(wanted), bytes_read=nbytes)
         return found
 
+    read_flags = _READ_FLAGS  # O_NOFOLLOW: a symbolic link fails to open and goes back to get_many_into
+
+    def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
+        """The files of ``keys``, after the same containment checks as every read (the key's directory is
+        inside the root); None where the key's directory does not exist."""
+        existing = self._existing_path
+        return [existing(key) for key in keys]
+
     def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena) -> list[Buffer | None]:
         """Read byte ranges into ``arena`` memory (``preadv``); each file is opened once."""
         if not hasattr(os, "preadv"):

@@ -1,0 +1,85 @@
+"""The optional native reader: batches of small local chunks read and decoded with the GIL released once.
+
+With small chunks (16 KiB), the pure-Python read path drops and retakes the GIL about six times per chunk
+(open, fstat, read, close, decompress, copy). Two reader threads then mostly hand the GIL to each other.
+The C extension ``zarr_dask._native`` does a whole batch in one call: it opens and reads each file,
+decompresses it with numcodecs' own zstd / blosc / lz4 functions (found in the loaded numcodecs extension
+modules), and copies it into its place in the output or fills a missing chunk.
+
+It changes nothing but speed. Whatever it cannot do exactly -- a chunk that fails to decode or has the wrong
+size, a symbolic link, an I/O error, a file larger than its buffer -- it leaves to the Python path, which
+raises the usual errors. It is used for local stores, regular grids, fixed-size data types, and codec
+chains that are a ``bytes`` codec in native byte order with at most one of those compressors.
+
+The extension is built at install time where a C compiler exists (``setup.py``); without it everything
+works the same, only slower on small chunks. ``ZARR_DASK_NATIVE=0`` turns it off (``available()`` tells
+whether it is in use).
+
+Examples
+--------
+>>> import zarr_dask.native as native
+>>> native.codec_id("gzip") is None  # not a native codec: the Python path reads it
+True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import ModuleType
+from typing import Any
+
+from zarr_dask.codecs.numcodecs_bridge import extension_path
+
+__all__ = ["CODECS", "available", "codec_id", "read_chunks"]
+
+_ext: ModuleType | None
+try:
+    from zarr_dask import _native as _ext
+except ImportError:  # not built (no compiler, Windows): the Python path does everything
+    _ext = None
+
+#: The codecs the native reader decodes, by the id its C code uses ("raw": stored bytes as they are).
+CODECS = {"raw": 0, "zstd": 1, "blosc": 2, "lz4": 3}
+
+_bound: dict[str, bool] = {"raw": True}
+_lock = threading.Lock()
+
+
+def available() -> bool:
+    """True when the extension is built and not turned off with ``ZARR_DASK_NATIVE=0``."""
+    return _ext is not None and os.environ.get("ZARR_DASK_NATIVE", "1").strip() not in ("0", "false", "no")
+
+
+def codec_id(name: str) -> int | None:
+    """The native id of a codec (``"raw"``, ``"zstd"``, ``"blosc"``, ``"lz4"``), or None when the native
+    reader is unavailable or cannot find numcodecs' implementation of it."""
+    if name not in CODECS or not available():
+        return None
+    with _lock:
+        ok = _bound.get(name)
+        if ok is None:
+            path = extension_path(name)
+            ok = path is not None and _ext is not None and _ext.bind(name, path)
+            _bound[name] = ok
+    return CODECS[name] if ok else None
+
+
+def read_chunks(
+    paths: list[str | None],
+    projections: list[Any],
+    out: Any,
+    chunk_shape: tuple[int, ...],
+    codec: int,
+    fill: bytes,
+    readbuf: Any,
+    chunkbuf: Any,
+    flags: int,
+) -> tuple[int, int, list[int]]:
+    """Read, decode and place a batch of chunks; returns ``(files_read, bytes_read, left)`` where ``left``
+    are the indices the Python path must do (see the module docstring). Callers check :func:`available`."""
+    assert _ext is not None
+    result: tuple[int, int, list[int]] = _ext.read_chunks(
+        paths, projections, out, chunk_shape, codec, fill, readbuf, chunkbuf, flags
+    )
+    return result
