@@ -207,8 +207,9 @@ static int decode(int codec, void *dctx, const unsigned char *src, size_t n, cha
 
 /* ------------------------------------------------------------------------------------------ read_chunks */
 
+/* Where a chunk's selected part goes: four per-axis arrays (nd entries each) in one allocation of 4 * nd. */
 typedef struct {
-    Py_ssize_t cstart[MAXDIM], cstep[MAXDIM], count[MAXDIM], ostart[MAXDIM];
+    Py_ssize_t *cstart, *cstep, *count, *ostart;
     int whole; /* the chunk is read entirely (start 0, step 1, full extent along every axis) */
 } Placement;
 
@@ -305,6 +306,7 @@ static PyObject *native_read_chunks(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL, **encoded = NULL;
     Placement *places = NULL;
+    Py_ssize_t *axes = NULL;
     unsigned char *status = NULL;
     Py_buffer out = {0}, readbuf = {0}, chunkbuf = {0};
     int have_out = 0, have_read = 0, have_chunk = 0;
@@ -347,12 +349,18 @@ static PyObject *native_read_chunks(PyObject *self, PyObject *args) {
     }
     encoded = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
     places = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Placement));
+    axes = PyMem_Malloc((size_t)(n ? n : 1) * 4 * (size_t)(nd ? nd : 1) * sizeof(Py_ssize_t));
     status = PyMem_Malloc((size_t)(n ? n : 1));
-    if (!encoded || !places || !status) {
+    if (!encoded || !places || !axes || !status) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t *a = axes + i * 4 * nd;
+        places[i].cstart = a;
+        places[i].cstep = a + nd;
+        places[i].count = a + 2 * nd;
+        places[i].ostart = a + 3 * nd;
         PyObject *path = PyList_GET_ITEM(paths, i);
         if (path != Py_None && !PyUnicode_FSConverter(path, &encoded[i])) goto done;
         if (parse_projection(PyList_GET_ITEM(projections, i), nd, cshape, out.shape, &places[i]) < 0) goto done;
@@ -432,6 +440,7 @@ done:
         PyMem_Free(encoded);
     }
     PyMem_Free(places);
+    PyMem_Free(axes);
     PyMem_Free(status);
     if (have_out) PyBuffer_Release(&out);
     if (have_read) PyBuffer_Release(&readbuf);
