@@ -400,12 +400,14 @@ static PyObject *native_read_chunks(PyObject *self, PyObject *args) {
             if (pl->count[d] > 1 && out.strides[d] != expect) direct = 0;
             expect *= pl->count[d];
         }
-        if (direct) {
-            status[i] = decode(codec, dctx, readbuf.buf, (size_t)size, dst, (size_t)nbytes) ? ST_PYTHON : ST_OK;
+        if (decode(codec, dctx, readbuf.buf, (size_t)size, direct ? dst : (char *)chunkbuf.buf, (size_t)nbytes)) {
+            files--; /* the Python path reads it again, and counts it */
+            total -= size;
+            status[i] = ST_PYTHON;
             continue;
         }
-        if (decode(codec, dctx, readbuf.buf, (size_t)size, chunkbuf.buf, (size_t)nbytes)) {
-            status[i] = ST_PYTHON;
+        if (direct) {
+            status[i] = ST_OK;
             continue;
         }
         const char *src = (const char *)chunkbuf.buf;

@@ -65,21 +65,11 @@ def codec_id(name: str) -> int | None:
     return CODECS[name] if ok else None
 
 
-def read_chunks(
-    paths: list[str | None],
-    projections: list[Any],
-    out: Any,
-    chunk_shape: tuple[int, ...],
-    codec: int,
-    fill: bytes,
-    readbuf: Any,
-    chunkbuf: Any,
-    flags: int,
-) -> tuple[int, int, list[int]]:
-    """Read, decode and place a batch of chunks; returns ``(files_read, bytes_read, left)`` where ``left``
-    are the indices the Python path must do (see the module docstring). Callers check :func:`available`."""
-    assert _ext is not None
-    result: tuple[int, int, list[int]] = _ext.read_chunks(
-        paths, projections, out, chunk_shape, codec, fill, readbuf, chunkbuf, flags
-    )
-    return result
+def _not_built(*args: Any) -> tuple[int, int, list[int]]:
+    raise RuntimeError("zarr_dask._native is not built; check zarr_dask.native.available() first")
+
+
+#: ``read_chunks(paths, projections, out, chunk_shape, codec, fill, readbuf, chunkbuf, flags)``: read, decode
+#: and place a batch of chunks; returns ``(files_read, bytes_read, left)``, where ``left`` are the indices the
+#: Python path must do (see the module docstring and the C docstring).
+read_chunks = _ext.read_chunks if _ext is not None else _not_built

@@ -273,6 +273,15 @@ def test_request_counts_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     fast, slow = both(counted, monkeypatch)
     assert fast == slow
+    Path(url, "c/1/1").write_bytes(b"damaged")  # read twice (native, then Python): counted once
+    with pytest.raises(ZarrDaskError):
+        counted()
+    b = zarr_dask.open_array(url)
+    before = b.store.counters.snapshot()
+    with pytest.raises(ZarrDaskError):
+        b[3:6, 3:6]
+    after = b.store.counters.snapshot()
+    assert (after["get"] - before["get"], after["bytes_read"] - before["bytes_read"]) == (1, len(b"damaged"))
 
 
 def test_zero_dimensional_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[int]) -> None:

@@ -415,7 +415,7 @@ class ChunkIO:
     def _native(self) -> tuple[int, int, bytes] | None:
         """``(codec id, read buffer size, fill bytes)`` when the native reader (:mod:`zarr_dask.native`) can
         read this array's chunks: a local store, a regular grid, a fixed-size type and a direct codec."""
-        if not native.available() or self.store.read_paths([]) is None or self.dtype.hasobject:
+        if not native.available() or self.store.read_paths([]) is None or self.dtype.hasobject or not self.dtype.itemsize:
             return None
         if not all(isinstance(g, RegularDimGrid) for g in self.grids) or self.sharding is not None:
             return None
