@@ -286,6 +286,148 @@ static Py_ssize_t read_file(const char *path, int flags, unsigned char *buf, siz
     return (Py_ssize_t)got;
 }
 
+/* What both entry points share: the output, the chunk geometry, the parsed projections and the scratch. */
+typedef struct {
+    int codec, nd;
+    Py_ssize_t n, isz, nbytes;
+    Py_ssize_t cshape[MAXDIM], cstrides[MAXDIM];
+    Py_buffer out, chunkbuf, fill;
+    int have_out, have_chunkbuf, have_fill;
+    Placement *places;
+    Py_ssize_t *axes;
+    unsigned char *status;
+} Batch;
+
+static void batch_free(Batch *b) {
+    PyMem_Free(b->places);
+    PyMem_Free(b->axes);
+    PyMem_Free(b->status);
+    if (b->have_out) PyBuffer_Release(&b->out);
+    if (b->have_chunkbuf) PyBuffer_Release(&b->chunkbuf);
+    if (b->have_fill) PyBuffer_Release(&b->fill);
+}
+
+/* Check the arguments and parse every projection (with the GIL held); -1 with an exception set on failure. */
+static int batch_init(Batch *b, Py_ssize_t n, PyObject *projections, PyObject *out_obj, PyObject *shape_obj,
+                      int codec, PyObject *fill_obj, PyObject *chunkbuf_obj) {
+    memset(b, 0, sizeof(*b));
+    b->n = n;
+    b->codec = codec;
+    if (PyList_GET_SIZE(projections) != n) {
+        PyErr_SetString(PyExc_ValueError, "the sources and the projections differ in length");
+        return -1;
+    }
+    if ((codec == CODEC_ZSTD && zstd.decompress == NULL) || (codec == CODEC_BLOSC && blosc_decompress_ctx == NULL) ||
+        (codec == CODEC_LZ4 && lz4_decompress_safe == NULL) || codec < 0 || codec > CODEC_LZ4) {
+        PyErr_Format(PyExc_ValueError, "codec %d is not bound", codec);
+        return -1;
+    }
+    if (PyObject_GetBuffer(out_obj, &b->out, PyBUF_RECORDS) < 0) return -1;
+    b->have_out = 1;
+    if (PyObject_GetBuffer(chunkbuf_obj, &b->chunkbuf, PyBUF_WRITABLE) < 0) return -1;
+    b->have_chunkbuf = 1;
+    if (PyObject_GetBuffer(fill_obj, &b->fill, PyBUF_SIMPLE) < 0) return -1;
+    b->have_fill = 1;
+    const int nd = b->nd = b->out.ndim;
+    b->isz = b->out.itemsize;
+    if (nd > MAXDIM || !PyTuple_Check(shape_obj) || PyTuple_GET_SIZE(shape_obj) != nd || b->fill.len != b->isz) {
+        PyErr_SetString(PyExc_ValueError, "out, chunk_shape and fill do not agree");
+        return -1;
+    }
+    b->nbytes = b->isz;
+    for (int d = nd - 1; d >= 0; d--) {
+        b->cshape[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_obj, d));
+        if (b->cshape[d] < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "negative chunk shape");
+            return -1;
+        }
+        b->cstrides[d] = b->nbytes;
+        b->nbytes *= b->cshape[d];
+    }
+    if (b->chunkbuf.len < b->nbytes) {
+        PyErr_SetString(PyExc_ValueError, "chunkbuf is smaller than one chunk");
+        return -1;
+    }
+    b->places = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Placement));
+    b->axes = PyMem_Malloc((size_t)(n ? n : 1) * 4 * (size_t)(nd ? nd : 1) * sizeof(Py_ssize_t));
+    b->status = PyMem_Malloc((size_t)(n ? n : 1));
+    if (!b->places || !b->axes || !b->status) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Placement *pl = &b->places[i];
+        Py_ssize_t *a = b->axes + i * 4 * nd;
+        pl->cstart = a;
+        pl->cstep = a + nd;
+        pl->count = a + 2 * nd;
+        pl->ostart = a + 3 * nd;
+        if (parse_projection(PyList_GET_ITEM(projections, i), nd, b->cshape, b->out.shape, pl) < 0) return -1;
+        for (int d = 0; d < nd; d++) { /* every write stays inside out */
+            if (pl->ostart[d] + pl->count[d] > b->out.shape[d]) {
+                PyErr_SetString(PyExc_ValueError, "a projection reaches outside out");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Where chunk i's selected part starts in out. */
+static char *batch_target(const Batch *b, Py_ssize_t i) {
+    char *dst = (char *)b->out.buf;
+    for (int d = 0; d < b->nd; d++) dst += b->places[i].ostart[d] * b->out.strides[d];
+    return dst;
+}
+
+static void batch_fill(Batch *b, Py_ssize_t i) {
+    fill_box(batch_target(b, i), b->out.strides, b->places[i].count, b->nd, b->fill.buf, b->isz);
+    b->status[i] = ST_MISSING;
+}
+
+/* Decode chunk i from its stored bytes and place it (without the GIL): straight into out when the chunk is
+   whole and its place there is one contiguous run, else through chunkbuf. Sets and returns its status. */
+static int batch_place(Batch *b, Py_ssize_t i, void *dctx, const unsigned char *src, size_t size) {
+    const Placement *pl = &b->places[i];
+    const int nd = b->nd;
+    char *dst = batch_target(b, i);
+    int direct = pl->whole;
+    Py_ssize_t expect = b->isz;
+    for (int d = nd - 1; d >= 0 && direct; d--) {
+        if (pl->count[d] > 1 && b->out.strides[d] != expect) direct = 0;
+        expect *= pl->count[d];
+    }
+    if (decode(b->codec, dctx, src, size, direct ? dst : (char *)b->chunkbuf.buf, (size_t)b->nbytes))
+        return b->status[i] = ST_PYTHON;
+    if (!direct) {
+        const char *from = (const char *)b->chunkbuf.buf;
+        Py_ssize_t sstr[MAXDIM];
+        for (int d = 0; d < nd; d++) {
+            from += pl->cstart[d] * b->cstrides[d];
+            sstr[d] = pl->cstep[d] * b->cstrides[d];
+        }
+        copy_box(dst, b->out.strides, from, sstr, pl->count, nd, b->isz);
+    }
+    return b->status[i] = ST_OK;
+}
+
+/* The indices left for the Python path, as a list. */
+static PyObject *batch_left(const Batch *b) {
+    PyObject *left = PyList_New(0);
+    if (left == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        if (b->status[i] != ST_PYTHON) continue;
+        PyObject *index = PyLong_FromSsize_t(i);
+        if (index == NULL || PyList_Append(left, index) < 0) {
+            Py_XDECREF(index);
+            Py_DECREF(left);
+            return NULL;
+        }
+        Py_DECREF(index);
+    }
+    return left;
+}
+
 PyDoc_STRVAR(read_chunks_doc,
 "read_chunks(paths, projections, out, chunk_shape, codec, fill, readbuf, chunkbuf, flags)\n"
 "--\n\n"
@@ -294,160 +436,115 @@ PyDoc_STRVAR(read_chunks_doc,
 "one axis per chunk axis; ``codec`` 0 raw, 1 zstd, 2 blosc, 3 lz4; ``fill`` one item's bytes, written\n"
 "where a chunk is missing; ``readbuf`` holds one stored chunk (larger files go to the Python path);\n"
 "``chunkbuf`` holds one decoded chunk; ``flags`` are the ``os.open`` flags.\n"
-"Returns ``(files_read, bytes_read, python)``: ``python`` lists the indices this call left untouched\n"
+"Returns ``(files_read, bytes_read, left)``: ``left`` lists the indices this call left untouched\n"
 "for the Python path (a decode it cannot do exactly, a symbolic link, an I/O error, a large file).");
 
 static PyObject *native_read_chunks(PyObject *self, PyObject *args) {
-    PyObject *paths, *projections, *out_obj, *shape_obj, *readbuf_obj, *chunkbuf_obj;
+    PyObject *paths, *projections, *out_obj, *shape_obj, *fill_obj, *readbuf_obj, *chunkbuf_obj;
     int codec, flags;
-    Py_buffer fill;
-    if (!PyArg_ParseTuple(args, "O!O!OO!iy*OOi", &PyList_Type, &paths, &PyList_Type, &projections, &out_obj,
-                          &PyTuple_Type, &shape_obj, &codec, &fill, &readbuf_obj, &chunkbuf_obj, &flags))
+    if (!PyArg_ParseTuple(args, "O!O!OOiOOOi", &PyList_Type, &paths, &PyList_Type, &projections, &out_obj,
+                          &shape_obj, &codec, &fill_obj, &readbuf_obj, &chunkbuf_obj, &flags))
         return NULL;
-    PyObject *result = NULL, **encoded = NULL;
-    Placement *places = NULL;
-    Py_ssize_t *axes = NULL;
-    unsigned char *status = NULL;
-    Py_buffer out = {0}, readbuf = {0}, chunkbuf = {0};
-    int have_out = 0, have_read = 0, have_chunk = 0;
     const Py_ssize_t n = PyList_GET_SIZE(paths);
-    if (PyList_GET_SIZE(projections) != n) {
-        PyErr_SetString(PyExc_ValueError, "paths and projections differ in length");
-        goto done;
-    }
-    if ((codec == CODEC_ZSTD && zstd.decompress == NULL) || (codec == CODEC_BLOSC && blosc_decompress_ctx == NULL) ||
-        (codec == CODEC_LZ4 && lz4_decompress_safe == NULL) || codec < 0 || codec > CODEC_LZ4) {
-        PyErr_Format(PyExc_ValueError, "codec %d is not bound", codec);
-        goto done;
-    }
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_RECORDS) < 0) goto done;
-    have_out = 1;
+    PyObject *result = NULL, **encoded = NULL;
+    Py_buffer readbuf = {0};
+    int have_read = 0;
+    Batch b;
+    if (batch_init(&b, n, projections, out_obj, shape_obj, codec, fill_obj, chunkbuf_obj) < 0) goto done;
     if (PyObject_GetBuffer(readbuf_obj, &readbuf, PyBUF_WRITABLE) < 0) goto done;
     have_read = 1;
-    if (PyObject_GetBuffer(chunkbuf_obj, &chunkbuf, PyBUF_WRITABLE) < 0) goto done;
-    have_chunk = 1;
-    const int nd = out.ndim;
-    const Py_ssize_t isz = out.itemsize;
-    if (nd > MAXDIM || PyTuple_GET_SIZE(shape_obj) != nd || fill.len != isz) {
-        PyErr_SetString(PyExc_ValueError, "out, chunk_shape and fill do not agree");
-        goto done;
-    }
-    Py_ssize_t cshape[MAXDIM], cstrides[MAXDIM];
-    Py_ssize_t nbytes = isz;
-    for (int d = nd - 1; d >= 0; d--) {
-        cshape[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_obj, d));
-        if (cshape[d] < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "negative chunk shape");
-            goto done;
-        }
-        cstrides[d] = nbytes;
-        nbytes *= cshape[d];
-    }
-    if (chunkbuf.len < nbytes) {
-        PyErr_SetString(PyExc_ValueError, "chunkbuf is smaller than one chunk");
-        goto done;
-    }
     encoded = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
-    places = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Placement));
-    axes = PyMem_Malloc((size_t)(n ? n : 1) * 4 * (size_t)(nd ? nd : 1) * sizeof(Py_ssize_t));
-    status = PyMem_Malloc((size_t)(n ? n : 1));
-    if (!encoded || !places || !axes || !status) {
+    if (encoded == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t *a = axes + i * 4 * nd;
-        places[i].cstart = a;
-        places[i].cstep = a + nd;
-        places[i].count = a + 2 * nd;
-        places[i].ostart = a + 3 * nd;
         PyObject *path = PyList_GET_ITEM(paths, i);
         if (path != Py_None && !PyUnicode_FSConverter(path, &encoded[i])) goto done;
-        if (parse_projection(PyList_GET_ITEM(projections, i), nd, cshape, out.shape, &places[i]) < 0) goto done;
-        for (int d = 0; d < nd; d++) { /* every write stays inside out */
-            if (places[i].ostart[d] + places[i].count[d] > out.shape[d]) {
-                PyErr_SetString(PyExc_ValueError, "a projection reaches outside out");
-                goto done;
-            }
-        }
     }
 
     Py_ssize_t files = 0, total = 0;
     Py_BEGIN_ALLOW_THREADS
     void *dctx = codec == CODEC_ZSTD ? zstd.create() : NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Placement *pl = &places[i];
-        char *dst = (char *)out.buf;
-        for (int d = 0; d < nd; d++) dst += pl->ostart[d] * out.strides[d];
         Py_ssize_t size = encoded[i] == NULL ? -1
                                              : read_file(PyBytes_AS_STRING(encoded[i]), flags, readbuf.buf,
                                                          (size_t)readbuf.len);
-        if (size == -1) {
-            fill_box(dst, out.strides, pl->count, nd, fill.buf, isz);
-            status[i] = ST_MISSING;
-            continue;
+        if (size == -1)
+            batch_fill(&b, i);
+        else if (size < 0)
+            b.status[i] = ST_PYTHON;
+        else if (batch_place(&b, i, dctx, readbuf.buf, (size_t)size) == ST_OK) {
+            files++; /* a chunk left to the Python path is read again there, and counted there */
+            total += size;
         }
-        if (size < 0) {
-            status[i] = ST_PYTHON;
-            continue;
-        }
-        files++;
-        total += size;
-        /* straight into out when the chunk is whole and its place there is one contiguous run */
-        int direct = pl->whole;
-        Py_ssize_t expect = isz;
-        for (int d = nd - 1; d >= 0 && direct; d--) {
-            if (pl->count[d] > 1 && out.strides[d] != expect) direct = 0;
-            expect *= pl->count[d];
-        }
-        if (decode(codec, dctx, readbuf.buf, (size_t)size, direct ? dst : (char *)chunkbuf.buf, (size_t)nbytes)) {
-            files--; /* the Python path reads it again, and counts it */
-            total -= size;
-            status[i] = ST_PYTHON;
-            continue;
-        }
-        if (direct) {
-            status[i] = ST_OK;
-            continue;
-        }
-        const char *src = (const char *)chunkbuf.buf;
-        Py_ssize_t sstr[MAXDIM];
-        for (int d = 0; d < nd; d++) {
-            src += pl->cstart[d] * cstrides[d];
-            sstr[d] = pl->cstep[d] * cstrides[d];
-        }
-        copy_box(dst, out.strides, src, sstr, pl->count, nd, isz);
-        status[i] = ST_OK;
     }
     if (dctx != NULL) zstd.free(dctx);
     Py_END_ALLOW_THREADS
 
-    PyObject *python = PyList_New(0);
-    if (python == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (status[i] != ST_PYTHON) continue;
-        PyObject *index = PyLong_FromSsize_t(i);
-        if (index == NULL || PyList_Append(python, index) < 0) {
-            Py_XDECREF(index);
-            Py_DECREF(python);
-            goto done;
-        }
-        Py_DECREF(index);
-    }
-    result = Py_BuildValue("nnN", files, total, python);
+    PyObject *left = batch_left(&b);
+    if (left != NULL) result = Py_BuildValue("nnN", files, total, left);
 
 done:
     if (encoded != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(encoded[i]);
         PyMem_Free(encoded);
     }
-    PyMem_Free(places);
-    PyMem_Free(axes);
-    PyMem_Free(status);
-    if (have_out) PyBuffer_Release(&out);
     if (have_read) PyBuffer_Release(&readbuf);
-    if (have_chunk) PyBuffer_Release(&chunkbuf);
-    PyBuffer_Release(&fill);
+    batch_free(&b);
+    return result;
+}
+
+PyDoc_STRVAR(decode_chunks_doc,
+"decode_chunks(sources, projections, out, chunk_shape, codec, fill, chunkbuf)\n"
+"--\n\n"
+"Decode and place a batch of chunks whose bytes are already in memory (the inner chunks of a shard),\n"
+"with the GIL released. ``sources[i]`` holds the stored bytes of ``projections[i]`` (None: missing, so\n"
+"filled); the other arguments are as for ``read_chunks``. Returns the list of indices left for the Python\n"
+"path (a decode it cannot do exactly).");
+
+static PyObject *native_decode_chunks(PyObject *self, PyObject *args) {
+    PyObject *sources, *projections, *out_obj, *shape_obj, *fill_obj, *chunkbuf_obj;
+    int codec;
+    if (!PyArg_ParseTuple(args, "O!O!OOiOO", &PyList_Type, &sources, &PyList_Type, &projections, &out_obj,
+                          &shape_obj, &codec, &fill_obj, &chunkbuf_obj))
+        return NULL;
+    const Py_ssize_t n = PyList_GET_SIZE(sources);
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t held = 0;
+    Batch b;
+    if (batch_init(&b, n, projections, out_obj, shape_obj, codec, fill_obj, chunkbuf_obj) < 0) goto done;
+    views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; held < n; held++) {
+        PyObject *src = PyList_GET_ITEM(sources, held);
+        if (src != Py_None && PyObject_GetBuffer(src, &views[held], PyBUF_SIMPLE) < 0) goto done;
+    }
+
+    Py_BEGIN_ALLOW_THREADS
+    void *dctx = codec == CODEC_ZSTD ? zstd.create() : NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (views[i].obj == NULL)
+            batch_fill(&b, i);
+        else
+            batch_place(&b, i, dctx, views[i].buf, (size_t)views[i].len);
+    }
+    if (dctx != NULL) zstd.free(dctx);
+    Py_END_ALLOW_THREADS
+
+    result = batch_left(&b);
+
+done:
+    if (views != NULL) {
+        for (Py_ssize_t i = 0; i < held; i++)
+            if (views[i].obj != NULL) PyBuffer_Release(&views[i]);
+        PyMem_Free(views);
+    }
+    batch_free(&b);
     return result;
 }
 
@@ -455,6 +552,7 @@ static PyMethodDef methods[] = {
     {"bind", native_bind, METH_VARARGS,
      "bind(codec, library_path) -> bool: take codec's decoder from a loaded numcodecs extension module."},
     {"read_chunks", native_read_chunks, METH_VARARGS, read_chunks_doc},
+    {"decode_chunks", native_decode_chunks, METH_VARARGS, decode_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,3 +15,13 @@ def read_chunks(
     flags: int,
     /,
 ) -> tuple[int, int, list[int]]: ...
+def decode_chunks(
+    sources: list[Any],
+    projections: list[Any],
+    out: Any,
+    chunk_shape: tuple[int, ...],
+    codec: int,
+    fill: bytes,
+    chunkbuf: Any,
+    /,
+) -> list[int]: ...

@@ -27,11 +27,11 @@ from __future__ import annotations
 import os
 import threading
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from zarr_dask.codecs.numcodecs_bridge import extension_path
 
-__all__ = ["CODECS", "available", "codec_id", "read_chunks"]
+__all__ = ["CODECS", "available", "codec_id", "decode_chunks", "read_chunks"]
 
 _ext: ModuleType | None
 try:
@@ -65,7 +65,7 @@ def codec_id(name: str) -> int | None:
     return CODECS[name] if ok else None
 
 
-def _not_built(*args: Any) -> tuple[int, int, list[int]]:
+def _not_built(*args: Any) -> NoReturn:
     raise RuntimeError("zarr_dask._native is not built; check zarr_dask.native.available() first")
 
 
@@ -73,3 +73,6 @@ def _not_built(*args: Any) -> tuple[int, int, list[int]]:
 #: and place a batch of chunks; returns ``(files_read, bytes_read, left)``, where ``left`` are the indices the
 #: Python path must do (see the module docstring and the C docstring).
 read_chunks = _ext.read_chunks if _ext is not None else _not_built
+#: ``decode_chunks(sources, projections, out, chunk_shape, codec, fill, chunkbuf)``: the same for chunks whose
+#: bytes are in memory (a shard's inner chunks); returns the indices the Python path must do.
+decode_chunks = _ext.decode_chunks if _ext is not None else _not_built

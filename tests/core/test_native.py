@@ -365,3 +365,88 @@ def test_random_selections(grid_store: tuple[str, np.ndarray[Any, Any]], sel: An
     url, data = grid_store
     key = tuple(slice(lo, hi, step) for lo, hi, step in sel)
     np.testing.assert_array_equal(zarr_dask.open_array(url)[key], data[key])
+
+
+# ------------------------------------------------------------------------------------- shards' inner chunks
+@pytest.fixture
+def inner_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the inner chunks handed to the native batch decode."""
+    seen: list[int] = []
+    real = native.decode_chunks
+
+    def counting(sources: list[Any], *args: Any) -> list[int]:
+        seen.append(len(sources))
+        return real(sources, *args)
+
+    monkeypatch.setattr(native, "decode_chunks", counting)
+    return seen
+
+
+INNER_CODECS: dict[str, Any] = {
+    "raw": None,
+    "zstd": "zstd",
+    "blosc": numcodecs.Blosc(cname="zstd", shuffle=numcodecs.Blosc.BITSHUFFLE),
+    "lz4": {"name": "numcodecs.lz4", "configuration": {"acceleration": 1}},
+}
+SHARD_SELECTIONS = [
+    (slice(None), slice(None)),  # whole shards
+    (slice(2, 3), slice(0, 30)),  # index + coalesced ranges
+    (slice(1, 25, 4), slice(3, None, 5)),  # strided, across shards
+    (23, 29),  # one element of an edge shard
+]
+
+
+@pytest.mark.parametrize("codec", list(INNER_CODECS))
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_sharded_inner_chunks_same_as_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inner_spy: list[int], codec: str, where: str
+) -> None:
+    url = str(tmp_path / "sh.zarr") if where == "local" else f"memory://native-shards-{codec}-{os.getpid()}"
+    shape = (26, 31)  # edge shards and edge inner chunks
+    data = _values("<i4", shape)
+    a = zarr_dask.create_array(
+        url, shape=shape, dtype="i4", chunks=(3, 5), shards=(6, 10), compressors=INNER_CODECS[codec],
+        fill_value=-3, overwrite=True,
+    )
+    a[...] = data
+    a[0:6, 10:20] = -3  # a whole shard of fill values: not stored
+    a[6:9, 0:5] = -3  # one inner chunk of fill values: not stored in its shard
+    data[0:6, 10:20] = data[6:9, 0:5] = -3
+    for sel in SHARD_SELECTIONS:
+        fast, slow = both(lambda sel=sel: zarr_dask.open_array(url)[sel], monkeypatch)  # type: ignore[misc]
+        np.testing.assert_array_equal(fast, data[sel])
+        np.testing.assert_array_equal(slow, data[sel])
+    assert inner_spy, "the native batch decode was not used"
+    np.testing.assert_array_equal(zarr_dask.from_zarr(url).compute(), data)
+
+
+def test_inner_chains_it_cannot_decode_stay_on_the_python_path(
+    tmp_path: Path, inner_spy: list[int]
+) -> None:
+    url = str(tmp_path / "crc.zarr")
+    data = _values("<f8", (12, 12))
+    a = zarr_dask.create_array(
+        url, shape=data.shape, dtype="f8", chunks=(3, 3), shards=(6, 6), compressors=[numcodecs.GZip()]
+    )
+    a[...] = data
+    np.testing.assert_array_equal(zarr_dask.open_array(url)[...], data)
+    assert not inner_spy
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_inner_chunk_same_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    url = str(tmp_path / "bad.zarr")
+    a = zarr_dask.create_array(url, shape=(8, 8), dtype="i4", chunks=(4, 4), shards=(8, 8), compressors="zstd")
+    a[...] = np.arange(64, dtype="i4").reshape(8, 8)
+    io = zarr_dask.open_array(url)._io
+    shard = Path(url, "c/0/0")
+    raw = bytearray(shard.read_bytes())
+    index = io.shard_codec((0, 0)).decode_index(
+        bytes(raw[len(raw) - io.shard_codec((0, 0)).index_size() :]), len(raw)
+    )
+    off, nb = (int(v) for v in index[1, 0])
+    raw[off : off + nb] = (b"\x07" * nb) if damage == "garbage" else (bytes(raw[off : off + nb // 2]) + b"\0" * (nb - nb // 2))
+    shard.write_bytes(bytes(raw))
+    fast, slow = both(lambda: outcome(lambda: zarr_dask.open_array(url)[...]), monkeypatch)
+    assert fast == slow
+    assert not isinstance(fast, np.ndarray) and "(1, 0)" in fast[1] and "c/0/0" in fast[1]

@@ -24,7 +24,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,9 @@ __all__ = [
 #: ``(key, start, end)`` with fsspec semantics, as ``Store.get_ranges`` takes it.
 Request = tuple[str, int | None, int | None]
 Scratch = Callable[[tuple[int, ...]], np.ndarray[Any, Any]]
+#: Decodes many inner chunks at once (the native reader): ``(sources, parts, out) -> indices left undone``,
+#: where ``sources[i]`` holds the stored bytes of ``parts[i]`` (None: not stored, so filled).
+BatchDecode = Callable[[list["BufferLike | None"], list["InnerPart"], np.ndarray[Any, Any]], list[int]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,9 +90,9 @@ DEFAULT_COALESCING = Coalescing()
 
 
 # ---------------------------------------------------------------------------------------- projections
-@dataclass(frozen=True, slots=True)
-class InnerPart:
-    """One inner chunk of a shard touched by a selection.
+class InnerPart(NamedTuple):
+    """One inner chunk of a shard touched by a selection (a named tuple, laid out like a chunk projection:
+    the native reader takes both).
 
     ``inner_sel`` indexes the inner chunk, ``out_sel`` the output (or the value written); ``complete`` means
     the selection covers every element of the inner chunk that lies inside the array.
@@ -295,9 +298,21 @@ class ShardRead:
                 out[m] = (view, g.start)
         return out
 
-    def decode_into(self, out: np.ndarray[Any, Any], fetched: Sequence[BufferLike | None], scratch: Scratch) -> None:
-        """Decode every needed inner chunk into ``out`` (fill value where nothing is stored)."""
+    def decode_into(
+        self,
+        out: np.ndarray[Any, Any],
+        fetched: Sequence[BufferLike | None],
+        scratch: Scratch,
+        batch: BatchDecode | None = None,
+    ) -> None:
+        """Decode every needed inner chunk into ``out`` (fill value where nothing is stored).
+
+        With ``batch`` (the native reader, for inner codecs it decodes) the inner chunks go to it in one call;
+        the ones it leaves are decoded here, which raises the usual errors."""
         fill = self.spec.fill_value
+        if self._missing and batch is not None:
+            batch([None] * len(self.parts), self.parts, out)  # fills every part: nothing can be left
+            return
         if self._missing:
             for part in self.parts:
                 out[part.out_sel] = fill
@@ -317,7 +332,11 @@ class ShardRead:
                 buf, base = buffers[k]
                 sources[i] = buf[a - base : b - base]
         inner_spec = self.codec.inner_spec(self.spec)
-        for i, part in enumerate(self.parts):
+        todo: Sequence[int] = range(len(self.parts))
+        if batch is not None:
+            todo = batch([sources.get(i) for i in todo], self.parts, out)
+        for i in todo:
+            part = self.parts[i]
             data = sources.get(i)
             if data is None:
                 out[part.out_sel] = fill

@@ -26,7 +26,15 @@ from zarr_dask import native
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.codecs.pipeline import V3Pipeline
-from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing, ShardRead, inner_parts, write_shard
+from zarr_dask.codecs.shard_access import (
+    DEFAULT_COALESCING,
+    BatchDecode,
+    Coalescing,
+    InnerPart,
+    ShardRead,
+    inner_parts,
+    write_shard,
+)
 from zarr_dask.codecs.sharding import ShardingCodec
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
 from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError, ZarrDaskError
@@ -150,6 +158,7 @@ class ChunkIO:
     coalescing: Coalescing = DEFAULT_COALESCING
     _spec_cache: dict[tuple[int, ...], ChunkSpec] = field(default_factory=dict, compare=False, repr=False)
     _shard_codecs: dict[tuple[int, ...], ShardingCodec] = field(default_factory=dict, compare=False, repr=False)
+    _inner_batches: dict[tuple[int, ...], BatchDecode | None] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def prefix(self) -> str:
@@ -298,12 +307,38 @@ class ChunkIO:
                     raise self._shard_error(r.key, e) from e
             fetched = self.store.get_ranges_into([q for w in wanted for q in w], arena) if any(wanted) else []
             pos = 0
-            for r, w in zip(reads, wanted, strict=True):
+            for r, w, p in zip(reads, wanted, projections, strict=True):
                 try:
-                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch)
+                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(p.coords))
                 except ZarrDaskError as e:
                     raise self._shard_error(r.key, e) from e
                 pos += len(w)
+
+    def _inner_batch(self, coords: tuple[int, ...]) -> BatchDecode | None:
+        """The native reader's batch decode for the inner chunks of the shard at ``coords``, when it decodes
+        their codec (any store: the shard's bytes are already in memory); None otherwise."""
+        shape = self.chunk_shape(coords)
+        if shape in self._inner_batches:
+            return self._inner_batches[shape]
+        decode: BatchDecode | None = None
+        codec = self.shard_codec(coords)
+        inner = codec.inner_spec(self.chunk_spec(coords))
+        name = codec.inner_pipeline.direct_codec(inner) if self._fill_bytes is not None else None
+        native_id = None if name is None else native.codec_id(name)
+        if native_id is not None:
+            fill, inner_shape = self._fill_bytes, inner.shape
+
+            def decode(
+                sources: list[BufferLike | None], parts: list[InnerPart], out: np.ndarray[Any, Any]
+            ) -> list[int]:
+                target = out.view(np.dtype((np.void, out.dtype.itemsize)))
+                left: list[int] = native.decode_chunks(
+                    sources, parts, target, inner_shape, native_id, fill, self._scratch(inner_shape)
+                )
+                return left
+
+        self._inner_batches[shape] = decode
+        return decode
 
     def _write_shards(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Write whole shards; a shard covered only partly is read, merged and written back (one set each)."""
@@ -415,9 +450,9 @@ class ChunkIO:
     def _native(self) -> tuple[int, int, bytes] | None:
         """``(codec id, read buffer size, fill bytes)`` when the native reader (:mod:`zarr_dask.native`) can
         read this array's chunks: a local store, a regular grid, a fixed-size type and a direct codec."""
-        if not native.available() or self.store.read_paths([]) is None or self.dtype.hasobject or not self.dtype.itemsize:
+        if self._fill_bytes is None or self.store.read_paths([]) is None or self.sharding is not None:
             return None
-        if not all(isinstance(g, RegularDimGrid) for g in self.grids) or self.sharding is not None:
+        if not all(isinstance(g, RegularDimGrid) for g in self.grids):
             return None
         spec = self.chunk_spec((0,) * len(self.grids))
         name = self.pipeline.direct_codec(spec)
@@ -427,8 +462,15 @@ class ChunkIO:
         nbytes = math.prod(spec.shape) * self.dtype.itemsize
         # room for an incompressible chunk plus any compressor's overhead; larger files take the Python path
         cap = nbytes + nbytes // 64 + 4096
-        fill = np.asarray(self.fill, dtype=self.dtype).tobytes()
-        return codec, cap, fill
+        return codec, cap, self._fill_bytes
+
+    @cached_property
+    def _fill_bytes(self) -> bytes | None:
+        """One fill item's bytes when the native reader may read this array at all (it is built and on, and
+        the data type has a fixed, non-zero size), else None."""
+        if not native.available() or self.dtype.hasobject or not self.dtype.itemsize:
+            return None
+        return np.asarray(self.fill, dtype=self.dtype).tobytes()
 
     def _read_native(
         self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], codec: int, cap: int, fill: bytes
