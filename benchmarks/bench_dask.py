@@ -5,6 +5,8 @@ Workloads (issue 4), on local files, float32, zstd level 0, same data for everyo
 * ``read-4MiB``   full read of ~1 GiB in 4 MiB chunks (1024x1024);
 * ``read-16KiB``  full read of ~256 MiB in 16 KiB chunks (64x64);
 * ``read-shard``  full read of ~1 GiB in 64 MiB shards of 1 MiB inner chunks (4096x4096 / 512x512);
+* ``read-shard-16KiB``  full read of ~256 MiB in 4 MiB shards of 16 KiB inner chunks (1024x1024 / 64x64):
+  not in the issue; small chunks sharded, as ``docs/tuning.md`` advises;
 * ``write-4MiB``  write a ~1 GiB dask array (64 MiB blocks) to 4 MiB chunks;
 * ``write-shard`` write the same dask array to 64 MiB shards of 1 MiB inner chunks;
 * ``1e6-chunks``  open a 10^6-chunk array, build the dask array and compute ``[0:10]``.
@@ -329,7 +331,7 @@ def report(table: Table) -> None:
         meds = {c: statistics.median(t) for w, c, t, _ in table.rows if w == workload}
         best_name = min((c for c in (TS, FLOOR) if c in meds), key=meds.__getitem__)
         ours = meds[OURS]
-        line = (f"  {workload:<12} zarr_dask {ours:7.3f} s | {ours / meds[best_name]:5.2f}x best ({best_name}) | "
+        line = (f"  {workload:<16} zarr_dask {ours:7.3f} s | {ours / meds[best_name]:5.2f}x best ({best_name}) | "
                 f"{ours / meds[FLOOR]:5.2f}x floor")
         if TS in meds:
             line += f" | {ours / meds[TS]:5.2f}x tensorstore"
@@ -364,6 +366,8 @@ def main() -> None:
         read_workload(table, "read-16KiB", root, make_data(small), 64, None)
     if want("read-shard"):
         read_workload(table, "read-shard", root, data, 512, min(4096, big))
+    if want("read-shard-16KiB"):
+        read_workload(table, "read-shard-16KiB", root, make_data(small), 64, min(1024, small))
     if want("write-4MiB"):
         write_workload(table, "write-4MiB", root, data, 1024, None)
     if want("write-shard"):
