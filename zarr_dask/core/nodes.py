@@ -119,13 +119,39 @@ def empty_group(zarr_format: ZarrFormat) -> GroupMetadata:
     return GroupMetadataV3(attributes={}) if zarr_format == 3 else GroupMetadataV2(attributes={})
 
 
+def _ancestor_documents(store: Store, path: str, zarr_format: ZarrFormat | None) -> dict[str, bytes]:
+    """Every ancestor's metadata documents (attributes aside), in one batched read."""
+    keys = [k for q in parent_paths(path) for k in candidate_keys(q, zarr_format) if not k.endswith(".zattrs")]
+    return store.get_many(keys) if keys else {}
+
+
+def inherited_format(store: Store, path: str) -> ZarrFormat | None:
+    """The format of the nearest ancestor with a group document (None when no ancestor has one): what a new
+    node at ``path`` should be when the caller does not say, so a v2 hierarchy does not get v3 members.
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> g = zarr_dask.create_group("memory://doc-inherit", zarr_format=2)
+    >>> inherited_format(g.store, "a/b"), inherited_format(g.store, "")
+    (2, None)
+    """
+    found = _ancestor_documents(store, path, None)
+    for q in reversed(parent_paths(path)):
+        p = key_prefix(q)
+        if p + ".zgroup" in found:
+            return 2
+        if p + V3_DOC in found and b'"group"' in found[p + V3_DOC]:
+            return 3
+    return None
+
+
 def check_parents(store: Store, path: str, zarr_format: ZarrFormat | None) -> None:
     """Refuse to create a node below an array (one batched read of every ancestor's documents)."""
     parents = parent_paths(path)
     if not parents:
         return
-    keys = [k for q in parents for k in candidate_keys(q, zarr_format) if not k.endswith(".zattrs")]
-    found = store.get_many(keys)
+    found = _ancestor_documents(store, path, zarr_format)
     for q in parents:
         p = key_prefix(q)
         if p + ".zarray" in found or (p + V3_DOC in found and b'"array"' in found[p + V3_DOC]):

@@ -204,13 +204,16 @@ def resolve_target(
 def _new_target(
     arr: Any, store: Store, path: str, create: dict[str, Any], overwrite: bool, io: dict[str, Any]
 ) -> Target:
+    found = nodes.read_node(store, path)
+    if found is not None and not overwrite:
+        raise nodes.existing_node_error(store, path, found)
+    if create.get("zarr_format") is None:  # follow the hierarchy: a v2 store gets v2 members
+        inherited = found.zarr_format if found is not None else nodes.inherited_format(store, path)
+        create = {**create, "zarr_format": inherited or 3}
     try:
         metadata = _build_metadata(arr, create)
     except ZarrDaskError as e:
         raise _fail(e, store, path) from None
-    found = nodes.read_node(store, path)
-    if found is not None and not overwrite:
-        raise nodes.existing_node_error(store, path, found)
     handle = ArrayHandle(store, path, metadata, **io)
     try:
         handle.io.pipeline  # noqa: B018 - unknown or unsafe codecs fail here, before anything is written

@@ -193,7 +193,9 @@ def to_zarr(
         none. ``True``: the same, and consolidate the store root when no group holds consolidated metadata
         yet. ``False``: leave consolidated metadata alone (for callers that rewrite it themselves).
     **kwargs
-        New-array options: ``zarr_format`` (3), ``chunks`` (default: the dask blocks; for irregular blocks
+        New-array options: ``zarr_format`` (default: the format of the array being overwritten, else of the
+        nearest group above the new array, else 3, so a v2 hierarchy gets v2 members), ``chunks`` (default:
+        the dask blocks; for irregular blocks
         the largest, or exactly the blocks as a rectilinear v3 grid with ``rectilinear=True``), ``shards``,
         ``compressors``, ``filters``, ``serializer``, ``fill_value``, ``order``, ``dtype``,
         ``chunk_key_encoding``, ``dimension_separator``, ``dimension_names``, ``attributes``; and, for any
