@@ -6,7 +6,8 @@ whole-time-series inner chunks (720, 10, 20) in shards (720, 90, 180), zstd leve
 
 Contenders, each run in a fresh process (so its peak RSS is its own), 2 threads:
 
-* ``zarr_dask``: ``zarr_dask.convert(src, dst, zarr_format=3, chunks=..., shards=..., max_memory="1GiB")``;
+* ``zarr_dask``: ``zarr_dask.convert(src, dst, zarr_format=3, chunks=..., shards=..., max_memory="1GiB",
+  tune_malloc=True)`` (what ``zarr-dask convert`` runs);
 * ``xarray+zarr-python``: ``xr.open_zarr(src)`` (xarray's zarr engine), ``.chunk()`` to the shard shape,
   ``to_zarr(dst, zarr_format=3, encoding={chunks, shards, compressors})`` -- the shard-aligned dask chunks
   xarray requires (``safe_chunks``);
@@ -43,7 +44,7 @@ def run_ours(src: str, dst: str) -> None:
     import zarr_dask
 
     zarr_dask.convert(src, dst, zarr_format=3, chunks="time=-1,lat=10,lon=20", shards="lat=90,lon=180",
-                      compressors="zstd:3", max_memory="1GiB", threads=2)  # fmt: skip
+                      compressors="zstd:3", max_memory="1GiB", threads=2, tune_malloc=True)  # fmt: skip
 
 
 def run_xarray(src: str, dst: str) -> None:

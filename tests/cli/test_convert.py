@@ -4,6 +4,9 @@ command and the Python API), staged copies, selection, modes, dry runs, request 
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +289,21 @@ def test_rectilinear_grids(chunks: Any) -> None:
         assert out.write_chunk_sizes == ((10, 20, 30), (25, 25))  # the rectilinear grid is kept
     else:
         assert out.chunks == ((15, 50) if isinstance(chunks, tuple) else (7, 25))
+
+
+@pytest.mark.parametrize("tune", [False, True])
+def test_malloc_is_tuned_only_when_asked(tmp_path: Path, tune: bool) -> None:
+    """glibc's mmap threshold is process-wide and lasting: a library call must leave the user's process alone;
+    the command (tune_malloc=True) sets it. In a fresh process, so other tests cannot have set it."""
+    code = (
+        "import sys, numpy as np, zarr_dask\n"
+        "from zarr_dask.convert import tasks\n"
+        "a = zarr_dask.create_array(sys.argv[1] + '/s', shape=(64, 64), dtype='f4', chunks=(8, 8))\n"
+        "a[...] = np.ones((64, 64), 'f4')\n"
+        "zarr_dask.convert(sys.argv[1] + '/s', sys.argv[1] + '/d', chunks=(32, 32), threads=1,"
+        " scheduler='synchronous', tune_malloc=sys.argv[2] == 'True')\n"
+        "print(tasks._TUNED)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(tune)], capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert out.stdout.strip() == str(tune and platform.libc_ver()[0] == "glibc")

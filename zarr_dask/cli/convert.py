@@ -80,6 +80,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             storage_options=src_options or {}, destination_storage_options=dst_options or {},
             consolidate=not args.no_consolidate,
             write_empty_chunks=args.write_empty_chunks, dry_run=args.dry_run, progress=progress,
+            tune_malloc=True,  # this process (and its workers' tasks) exist to convert
         )  # fmt: skip
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

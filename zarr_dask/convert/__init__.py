@@ -253,6 +253,7 @@ def convert(
     allow_unsafe_codecs: bool = False,
     dry_run: bool = False,
     progress: bool = False,
+    tune_malloc: bool = False,
 ) -> ConvertReport:
     """Copy the hierarchy (or array) at ``source`` to ``destination``, converting it on the way.
 
@@ -303,6 +304,11 @@ def convert(
         Plan only: nothing is written; the report says what would be done.
     progress
         Show a progress bar on stderr.
+    tune_malloc
+        Set glibc's malloc so that freed buffers of 1 MiB or more go back to the system at once, in every
+        process that runs the copy. This keeps a long conversion's memory near ``max_memory``. It changes the
+        allocator for the rest of the process's life, which is why only the ``zarr-dask convert`` command turns
+        it on. Without it, each task still returns its freed memory when it ends (``malloc_trim``).
 
     Returns
     -------
@@ -348,7 +354,8 @@ def convert(
         stats = merge()
         if not dry_run:
             if any(boxes for stages in run.jobs for _, boxes in stages):
-                stats = run_graph(build_graph(run.jobs), scheduler=client, threads=run.threads, progress=progress)
+                graph = build_graph(run.jobs, tune_malloc=tune_malloc)
+                stats = run_graph(graph, scheduler=client, threads=run.threads, progress=progress)
             _finish(run, target, consolidate)
     return ConvertReport.of(run, spec, target, stats, time.perf_counter() - t0, dry_run)
 

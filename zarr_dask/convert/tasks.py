@@ -96,18 +96,18 @@ _LIBC: Any = None
 MMAP_THRESHOLD = 2**20
 
 
+_TUNED = False
+
+
 def _libc() -> Any:
-    """glibc, set up once per process: a fixed mmap threshold, so that freed buffers of a MiB or more go back
-    to the system at once. (By default glibc raises the threshold to the largest block freed so far and keeps
-    later blocks of that size in per-thread arenas: a process running tasks on several threads then holds
-    well above the tasks' own peak, and ``max_memory`` would not bound it.)"""
+    """glibc (False elsewhere), loaded once per process."""
     global _LIBC
     if _LIBC is None:
         try:
             import ctypes
 
             libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+            libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
             libc.malloc_trim.argtypes = [ctypes.c_size_t]
             _LIBC = libc
         except (OSError, AttributeError):  # not glibc: nothing to tune
@@ -115,8 +115,22 @@ def _libc() -> Any:
     return _LIBC
 
 
+def _tune_malloc() -> None:
+    """A fixed mmap threshold for this whole process, so that freed buffers of a MiB or more go back to the
+    system at once. (By default glibc raises the threshold to the largest block freed so far and keeps later
+    blocks of that size in per-thread arenas: a process running tasks on several threads then holds well above
+    the tasks' own peak, and ``max_memory`` would not bound it.) It lasts, and it makes every large allocation
+    of the process a fresh mapping, so only processes that exist to convert do it (``tune_malloc=True``: the
+    ``zarr-dask convert`` command and its workers), never a user's process by default."""
+    global _TUNED
+    libc = _libc()
+    if libc and not _TUNED:
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+        _TUNED = True
+
+
 def _release_memory() -> None:
-    """Give the memory a finished task freed back to the system."""
+    """Give the memory a finished task freed back to the system (glibc's ``malloc_trim``: no lasting change)."""
     libc = _libc()
     if libc:
         libc.malloc_trim(0)
@@ -149,14 +163,16 @@ def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_b
 
 
 def copy_box(
-    source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, workers: int, *_after: Any
-) -> Stats:
-    """Copy one box; returns the task's :data:`Stats` (never data)."""
+    source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, workers: int,
+    tune_malloc: bool = False, *_after: Any,
+) -> Stats:  # fmt: skip
+    """Copy one box; returns the task's :data:`Stats` (never data). ``tune_malloc``: see :func:`_tune_malloc`."""
     src = ArrayHandle(source.store.with_read_only(True), source.path, source.metadata,
                       allow_unsafe_codecs=source.allow_unsafe_codecs)  # fmt: skip
     dst = ArrayHandle(target.store.with_read_only(False), target.path, target.metadata,
                       allow_unsafe_codecs=target.allow_unsafe_codecs, write_empty_chunks=target.write_empty_chunks)  # fmt: skip
-    _libc()
+    if tune_malloc:
+        _tune_malloc()
     try:
         nbytes = _copy(src, dst, box, read_batch, write_batch, workers)
     finally:
@@ -200,9 +216,10 @@ def _fan_in(keys: Sequence[Any], name: str, final: Any, tasks: dict[Any, Any]) -
     tasks[final] = Task(final, merge, *(TaskRef(k) for k in level))
 
 
-def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]]) -> Delayed:
+def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_malloc: bool = False) -> Delayed:
     """A graph that runs every array's passes (the second pass of a staged array after its first) and
-    computes to the merged :data:`Stats`."""
+    computes to the merged :data:`Stats`. ``tune_malloc``: the tasks tune glibc's malloc for the process they
+    run in (:func:`_tune_malloc`)."""
     token = tokenize([[(job.source, job.target, job.box, boxes) for job, boxes in stages] for stages in arrays])
     name = f"zarr-dask-convert-{token}"
     tasks: dict[Any, Any] = {}
@@ -215,7 +232,7 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]]) -> Delaye
             for b, box in enumerate(boxes):
                 key = (f"{name}-copy-{a}-{s}", b)
                 tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch,
-                                  job.workers, *after)  # fmt: skip
+                                  job.workers, tune_malloc, *after)  # fmt: skip
                 keys.append(key)
             done = (f"{name}-done", a, s)
             _fan_in(keys, f"{name}-{a}-{s}", done, tasks)
