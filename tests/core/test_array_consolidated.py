@@ -66,3 +66,30 @@ def test_creating_members_of_an_unconsolidated_group_costs_no_extra_request(memo
     with g2.store.counters.counting() as delta2:
         zarr_dask.create_array(g2.store, name="x", shape=(2,), dtype="i1")
     assert before == dict(delta2)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_top_level_creation_refreshes_consolidated_metadata(memory_url: str, zarr_format: Literal[2, 3]) -> None:
+    """create_array / create_group by URL and path keep an enclosing group's consolidated metadata fresh, groups
+    created on the way included, reading the ancestors' documents in the batch that checks the parents."""
+
+    def creation_requests(url: str, consolidate: bool) -> dict[str, int]:
+        root = zarr_dask.create_group(url, zarr_format=zarr_format)
+        root.create_array("old", shape=(2,), dtype="i1")
+        if consolidate:
+            zarr_dask.consolidate_metadata(url)
+        with root.store.counters.counting() as delta:
+            zarr_dask.create_array(root.store, name="a/b/new", shape=(3,), dtype="f4", zarr_format=zarr_format)
+        return dict(delta)
+
+    plain = creation_requests(memory_url.rstrip("/") + "-plain", consolidate=False)
+    refreshed = creation_requests(memory_url, consolidate=True)
+    assert refreshed["get"] == plain["get"]  # the ancestors' documents come with the parents' check
+    assert refreshed["set"] == plain["set"] + 1  # the holder's consolidated document
+    zarr_dask.create_group(memory_url, path="sub", zarr_format=zarr_format, attributes={"k": 1})
+    fresh = zarr_dask.open_group(memory_url, use_consolidated=True)
+    assert fresh["a/b/new"].shape == (3,) and dict(fresh["sub"].attrs) == {"k": 1} and "old" in fresh
+    assert isinstance(fresh["a/b"], zarr_dask.Group)
+    assert zarr_dask.check_consolidated(memory_url) == []
+    zarr_dask.create_array(memory_url, name="old", shape=(7,), dtype="i1", overwrite=True, zarr_format=zarr_format)
+    assert zarr_dask.open_group(memory_url, use_consolidated=True)["old"].shape == (7,)

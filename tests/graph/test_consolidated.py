@@ -18,6 +18,7 @@ import zarr_dask
 from tests.graph._helpers import CallCounter, reference_data
 from zarr_dask.core import consolidated as core_consolidated
 from zarr_dask.core import nodes
+from zarr_dask.core.create import build_array_metadata
 from zarr_dask.errors import GroupNotFoundError, MetadataError
 from zarr_dask.graph import layers
 from zarr_dask.store import LocalStore, MemoryStore, open_store
@@ -38,6 +39,12 @@ def consolidated_store(url: Any, fmt: int, data: np.ndarray | None = None) -> np
     zarr_dask.consolidate_metadata(url)
     assert zarr_dask.check_consolidated(url) == []
     return data
+
+
+def other_tool_creates(store: Any, path: str, **kwargs: Any) -> None:
+    """Create an array as a tool that does not maintain consolidated metadata would (zarr_dask's own creation
+    refreshes it)."""
+    nodes.write_node(store, path, build_array_metadata(**kwargs))
 
 
 def listed(url: Any) -> dict[str, Any]:
@@ -260,7 +267,7 @@ def test_group_attributes_keep_consolidated_metadata_fresh(fmt: int) -> None:
 def test_check_finds_stale_missing_and_extra_entries_with_one_listing(fmt: int) -> None:
     store = MemoryStore()
     consolidated_store(store, fmt)
-    zarr_dask.create_array(store, name="a/later", shape=(2,), dtype="i1", zarr_format=fmt)
+    other_tool_creates(store, "a/later", shape=(2,), dtype="i1", zarr_format=fmt)
     store.delete_prefix("a/y/")
     meta = zarr_dask.open_array(store, path="x").metadata
     store.set_many(nodes.documents("x", dataclasses.replace(meta, shape=(8, 3))))
@@ -281,8 +288,8 @@ def test_check_nested_holders_other_formats_and_nothing_consolidated() -> None:
     zarr_dask.create_array(store, name="g/x", shape=(3,), dtype="i1")
     assert zarr_dask.check_consolidated(store) == []  # nothing consolidated: nothing stale
     zarr_dask.consolidate_metadata(store, path="g")
-    zarr_dask.create_array(store, name="g/v2", shape=(3,), dtype="i1", zarr_format=2)  # readers of v3 ignore it
-    zarr_dask.create_array(store, name="g/y", shape=(3,), dtype="i1")
+    other_tool_creates(store, "g/v2", shape=(3,), dtype="i1", zarr_format=2)  # readers of v3 ignore it
+    other_tool_creates(store, "g/y", shape=(3,), dtype="i1")
     assert [(m.group, m.path, m.kind) for m in zarr_dask.check_consolidated(store)] == [("g", "g/y", "missing")]
     assert [m.path for m in zarr_dask.check_consolidated(store, "g")] == ["g/y"]
     zarr_dask.to_zarr(da.ones(5, chunks=2), store, component="g/y", overwrite=True)  # refreshes the holder g
@@ -295,7 +302,7 @@ def test_a_node_turned_into_the_other_kind_is_named() -> None:
     store = MemoryStore()
     consolidated_store(store, 3)
     store.delete_prefix("a/")
-    zarr_dask.create_array(store, name="a", shape=(1,), dtype="i1")
+    other_tool_creates(store, "a", shape=(1,), dtype="i1")
     [m] = [m for m in zarr_dask.check_consolidated(store) if m.path == "a"]
     assert m.detail == "a group in the consolidated metadata, an array in its own documents"
 

@@ -14,7 +14,7 @@ import numpy as np
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
 from zarr_dask.core.chunk_io import ChunkIO, is_fill
-from zarr_dask.core.consolidated import refresh_consolidated
+from zarr_dask.core.consolidated import create_node, refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.core.indexing import (
     DimSelection,
@@ -214,7 +214,7 @@ class Array:
             array._io.sharding  # noqa: B018 - build (validate) the codec pipeline before writing anything
         except ZarrDaskError as e:
             raise e.with_context(store=s.url, path=path) from None
-        nodes.write_node(s, path, metadata, overwrite=overwrite)
+        create_node(s, path, metadata, overwrite=overwrite)  # and refresh enclosing consolidated metadata
         return array
 
     @cached_property

@@ -191,14 +191,15 @@ def refresh_consolidated(
 
     Examples
     --------
-    >>> import zarr_dask
+    >>> import dataclasses, zarr_dask
     >>> root = zarr_dask.create_group("memory://refresh-doc")
     >>> a = root.create_array("x", shape=(4,), dtype="i1")
     >>> _ = zarr_dask.consolidate_metadata("memory://refresh-doc")
-    >>> a2 = zarr_dask.create_array("memory://refresh-doc", name="x", shape=(9,), dtype="i1", overwrite=True)
+    >>> resized = dataclasses.replace(a.metadata, shape=(9,))
+    >>> _ = nodes.write_node(a.store, "x", resized, overwrite=True)  # as a tool that ignores consolidation
     >>> zarr_dask.open_group("memory://refresh-doc")["x"].shape
     (4,)
-    >>> refresh_consolidated(a2.store, "x", a2.metadata)
+    >>> refresh_consolidated(a.store, "x", resized)
     ['']
     >>> zarr_dask.open_group("memory://refresh-doc")["x"].shape
     (9,)
@@ -213,6 +214,22 @@ def refresh_consolidated(
         if updates:
             store.set_many(updates)
     return holders
+
+
+def create_node(store: Store, path: str, metadata: Any, *, overwrite: bool = False) -> list[str]:
+    """Write a new node (:func:`~zarr_dask.core.nodes.write_node`) and refresh its entry in the consolidated
+    metadata of every enclosing group that has some. The ancestors' documents are read once, in the batch that
+    checks the parents, so a hierarchy with no consolidated metadata costs no extra request. Returns the groups
+    holding consolidated metadata."""
+    keys = refresh_keys(path, metadata.zarr_format, own=False) if normalize_path(path) else []
+    if not keys:
+        nodes.write_node(store, path, metadata, overwrite=overwrite)
+        return []
+    docs = nodes.write_node(store, path, metadata, overwrite=overwrite, extra_keys=keys)
+    for q in parent_paths(path):  # the groups write_node created on the way (it writes only absent ones)
+        if not any(k in docs for k in nodes.candidate_keys(q, None)):
+            docs.update(nodes.documents(q, nodes.empty_group(metadata.zarr_format)))
+    return refresh_consolidated(store, path, metadata, prefetched=docs)
 
 
 # ------------------------------------------------------------------------------------------ checking
@@ -371,7 +388,9 @@ def check_consolidated(
     >>> _ = zarr_dask.consolidate_metadata("memory://check-doc")
     >>> zarr_dask.check_consolidated("memory://check-doc")
     []
-    >>> _ = root.create_array("y", shape=(2,), dtype="i1")
+    >>> from zarr_dask.core.create import build_array_metadata
+    >>> y = build_array_metadata(shape=(2,), dtype="i1")
+    >>> _ = nodes.write_node(root.store, "y", y)  # as a tool that ignores consolidated metadata
     >>> zarr_dask.check_consolidated("memory://check-doc")
     [<missing consolidated entry /y (held by /): an array of shape (2,), not listed>]
     """

@@ -12,6 +12,7 @@ from zarr_dask.core.consolidated import (
     consolidated_entry,
     consolidated_lock,
     consolidated_of,
+    create_node,
     holder_documents,
     refresh_consolidated,
     refresh_keys,
@@ -119,7 +120,7 @@ class Group:
             meta.to_documents()  # validates attributes (JSON-serialisable) before anything is written
         except ZarrDaskError as e:
             raise e.with_context(store=s.url, path=path) from None
-        nodes.write_node(s, path, meta, overwrite=overwrite)
+        create_node(s, path, meta, overwrite=overwrite)  # and refresh enclosing consolidated metadata
         return cls(s, path, meta)
 
     # ------------------------------------------------------------------ properties
@@ -325,12 +326,10 @@ class Group:
         return join_path(self._path, rel)
 
     def _member_created(self, path: str, meta: Any) -> None:
-        """A member was created: when this group was opened from consolidated metadata, bring the stored
-        consolidated metadata (one batched read of the ancestors' documents, one write) and this group's view of
-        it up to date, so the new member is found here and by the next reader."""
+        """A member was created (and the stored consolidated metadata refreshed by its creation): when this
+        group was opened from consolidated metadata, bring its view up to date, so the new member is found."""
         if self._consolidated is None:
             return
-        refresh_consolidated(self._store, path, meta, zarr_format=self.zarr_format)
         rel = path[len(key_prefix(self._path)) :]
         entries = dict(self._consolidated.nodes)
         if nodes.is_array(meta):  # an array replaces whatever was below it

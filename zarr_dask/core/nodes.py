@@ -9,7 +9,7 @@ race.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -119,9 +119,12 @@ def empty_group(zarr_format: ZarrFormat) -> GroupMetadata:
     return GroupMetadataV3(attributes={}) if zarr_format == 3 else GroupMetadataV2(attributes={})
 
 
-def _ancestor_documents(store: Store, path: str, zarr_format: ZarrFormat | None) -> dict[str, bytes]:
-    """Every ancestor's metadata documents (attributes aside), in one batched read."""
+def _ancestor_documents(
+    store: Store, path: str, zarr_format: ZarrFormat | None, extra_keys: Sequence[str] = ()
+) -> dict[str, bytes]:
+    """Every ancestor's metadata documents (attributes aside), and ``extra_keys``, in one batched read."""
     keys = [k for q in parent_paths(path) for k in candidate_keys(q, zarr_format) if not k.endswith(".zattrs")]
+    keys += [k for k in extra_keys if k not in keys]
     return store.get_many(keys) if keys else {}
 
 
@@ -146,12 +149,15 @@ def inherited_format(store: Store, path: str) -> ZarrFormat | None:
     return None
 
 
-def check_parents(store: Store, path: str, zarr_format: ZarrFormat | None) -> None:
-    """Refuse to create a node below an array (one batched read of every ancestor's documents)."""
+def check_parents(
+    store: Store, path: str, zarr_format: ZarrFormat | None, extra_keys: Sequence[str] = ()
+) -> dict[str, bytes]:
+    """Refuse to create a node below an array (one batched read of every ancestor's documents, and of
+    ``extra_keys``); returns the documents read."""
     parents = parent_paths(path)
     if not parents:
-        return
-    found = _ancestor_documents(store, path, zarr_format)
+        return {}
+    found = _ancestor_documents(store, path, zarr_format, extra_keys)
     for q in parents:
         p = key_prefix(q)
         if p + ".zarray" in found or (p + V3_DOC in found and b'"array"' in found[p + V3_DOC]):
@@ -162,6 +168,7 @@ def check_parents(store: Store, path: str, zarr_format: ZarrFormat | None) -> No
                     store=store.url,
                     path=q,
                 )
+    return found
 
 
 def ensure_parents(store: Store, path: str, zarr_format: ZarrFormat) -> None:
@@ -188,8 +195,12 @@ def write_node(
     metadata: NodeMetadata,
     *,
     overwrite: bool = False,
-) -> None:
-    """Create a node: refuse an existing one unless ``overwrite``; then parents, then the node's documents."""
+    extra_keys: Sequence[str] = (),
+) -> dict[str, bytes]:
+    """Create a node: refuse an existing one unless ``overwrite``; then parents, then the node's documents.
+
+    Returns the ancestors' documents as read before the write, with ``extra_keys`` (read in the same batch):
+    what a caller needs to refresh consolidated metadata without another round trip."""
     if store.read_only:
         raise ReadOnlyError(
             "the store is read-only; open it with read_only=False (mode='a' or 'w') to create nodes",
@@ -202,10 +213,11 @@ def write_node(
         if not overwrite:
             raise existing_node_error(store, path, existing)
         delete_node(store, path)
-    check_parents(store, path, None)
+    found = check_parents(store, path, None, extra_keys)
     ensure_parents(store, path, zarr_format)
     store.set_many(documents(path, metadata))
     _log.debug("%s /%s: created %s (zarr_format %d)", store.url, path, type(metadata).__name__, zarr_format)
+    return found
 
 
 def delete_node(store: Store, path: str) -> None:
