@@ -29,7 +29,7 @@ import threading
 from types import ModuleType
 from typing import Any, NoReturn
 
-from zarr_dask.codecs.numcodecs_bridge import extension_path
+from zarr_dask.codecs.numcodecs_bridge import encoded_sample, extension_path
 
 __all__ = ["CODECS", "available", "codec_id", "decode_chunks", "read_chunks"]
 
@@ -60,9 +60,22 @@ def codec_id(name: str) -> int | None:
         ok = _bound.get(name)
         if ok is None:
             path = extension_path(name)
-            ok = path is not None and _ext is not None and _ext.bind(name, path)
+            ok = path is not None and _ext is not None and _ext.bind(name, path) and _decodes_like_numcodecs(name)
             _bound[name] = ok
     return CODECS[name] if ok else None
+
+
+def _decodes_like_numcodecs(name: str) -> bool:
+    """Decode a sample numcodecs encoded with the functions just bound: a numcodecs build whose functions do
+    not behave as expected is left to the Python path instead of being trusted."""
+    try:
+        raw, encoded = encoded_sample(name)
+        out = bytearray(len(raw))
+        proj = ((0,), (slice(0, len(raw)),), (slice(0, len(raw)),), True)
+        left = _ext.decode_chunks([encoded], [proj], out, (len(raw),), CODECS[name], b"\0", bytearray(len(raw)))  # type: ignore[union-attr]
+    except Exception:
+        return False
+    return not left and bytes(out) == raw
 
 
 def _not_built(*args: Any) -> NoReturn:

@@ -450,3 +450,13 @@ def test_damaged_inner_chunk_same_error(tmp_path: Path, monkeypatch: pytest.Monk
     fast, slow = both(lambda: outcome(lambda: zarr_dask.open_array(url)[...]), monkeypatch)
     assert fast == slow
     assert not isinstance(fast, np.ndarray) and "(1, 0)" in fast[1] and "c/0/0" in fast[1]
+
+
+def test_a_codec_that_fails_its_self_test_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After binding, each codec decodes a sample numcodecs encoded; one that gets it wrong stays unused."""
+    monkeypatch.setattr(native, "_bound", {"raw": True})
+    monkeypatch.setattr(native, "encoded_sample", lambda name: (b"\1" * 64, numcodecs.Zstd().encode(b"\2" * 64)))
+    assert native.codec_id("zstd") is None
+    monkeypatch.setattr(native, "_bound", {"raw": True})
+    monkeypatch.undo()
+    assert native.codec_id("zstd") == native.CODECS["zstd"]

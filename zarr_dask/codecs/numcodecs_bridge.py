@@ -255,6 +255,14 @@ def extension_path(codec_id: str) -> str | None:
     return path if isinstance(path, str) and not path.endswith(".py") else None
 
 
+def encoded_sample(codec_id: str) -> tuple[bytes, bytes]:
+    """A small float64 sample and its encoding by numcodecs' ``codec_id`` (default settings): what the native
+    reader decodes once, after binding a codec, to check it decodes exactly what numcodecs does."""
+    raw = np.linspace(-1.0, 1.0, 515).tobytes()
+    codec = make_numcodecs(codec_id, {}, allow_unsafe=False, where="codecs")
+    return raw, bytes(codec.encode(raw))
+
+
 def _decompress_function(codec_id: str, codec: Any) -> Decompress:
     """numcodecs' module-level ``decompress(source, dest)`` (what ``Codec.decode`` calls after a few
     Python-level buffer conversions that cost more than small chunks take to decompress)."""
