@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -93,3 +94,17 @@ def test_top_level_creation_refreshes_consolidated_metadata(memory_url: str, zar
     assert zarr_dask.check_consolidated(memory_url) == []
     zarr_dask.create_array(memory_url, name="old", shape=(7,), dtype="i1", overwrite=True, zarr_format=zarr_format)
     assert zarr_dask.open_group(memory_url, use_consolidated=True)["old"].shape == (7,)
+
+
+def test_concurrent_creations_lose_no_consolidated_entry(memory_url: str) -> None:
+    root = zarr_dask.create_group(memory_url)
+    zarr_dask.consolidate_metadata(memory_url)
+
+    def create(i: int) -> None:
+        zarr_dask.create_array(root.store, name=f"g{i % 3}/a{i}", shape=(i + 1,), dtype="i1")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(24)))
+    fresh = zarr_dask.open_group(memory_url, use_consolidated=True)
+    assert all(fresh[f"g{i % 3}/a{i}"].shape == (i + 1,) for i in range(24))
+    assert zarr_dask.check_consolidated(memory_url) == []

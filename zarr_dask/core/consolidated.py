@@ -225,11 +225,12 @@ def create_node(store: Store, path: str, metadata: Any, *, overwrite: bool = Fal
     if not keys:
         nodes.write_node(store, path, metadata, overwrite=overwrite)
         return []
-    docs = nodes.write_node(store, path, metadata, overwrite=overwrite, extra_keys=keys)
-    for q in parent_paths(path):  # the groups write_node created on the way (it writes only absent ones)
-        if not any(k in docs for k in nodes.candidate_keys(q, None)):
-            docs.update(nodes.documents(q, nodes.empty_group(metadata.zarr_format)))
-    return refresh_consolidated(store, path, metadata, prefetched=docs)
+    with consolidated_lock(store):  # the documents read must still be current when the refresh writes
+        docs = nodes.write_node(store, path, metadata, overwrite=overwrite, extra_keys=keys)
+        for q in parent_paths(path):  # the groups write_node created on the way (it writes only absent ones)
+            if not any(k in docs for k in nodes.candidate_keys(q, None)):
+                docs.update(nodes.documents(q, nodes.empty_group(metadata.zarr_format)))
+        return refresh_consolidated(store, path, metadata, prefetched=docs)
 
 
 # ------------------------------------------------------------------------------------------ checking
