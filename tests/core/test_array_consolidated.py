@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -108,3 +111,36 @@ def test_concurrent_creations_lose_no_consolidated_entry(memory_url: str) -> Non
     fresh = zarr_dask.open_group(memory_url, use_consolidated=True)
     assert all(fresh[f"g{i % 3}/a{i}"].shape == (i + 1,) for i in range(24))
     assert zarr_dask.check_consolidated(memory_url) == []
+
+
+_CREATE_MANY = """
+import sys, zarr_dask
+url, tag = sys.argv[1], sys.argv[2]
+sys.stdin.readline()  # start together
+for i in range(25):
+    zarr_dask.create_array(url, name=f"{tag}/a{i}", shape=(i + 1,), dtype="i1")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_processes_creating_in_one_local_hierarchy_lose_no_consolidated_entry(tmp_path: Path) -> None:
+    """Two processes on this machine refresh the same consolidated document: the store's process lock
+    (flock on a file outside the store) serialises their read-modify-writes."""
+    url = str(tmp_path / "shared.zarr")
+    zarr_dask.create_group(url)
+    zarr_dask.consolidate_metadata(url)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CREATE_MANY, url, tag], stdin=subprocess.PIPE, text=True)
+        for tag in ("p", "q")
+    ]
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        p.stdin.close()  # type: ignore[union-attr]
+        assert p.wait(timeout=120) == 0
+    fresh = zarr_dask.open_group(url, use_consolidated=True)
+    assert all(fresh[f"{tag}/a{i}"].shape == (i + 1,) for tag in "pq" for i in range(25))
+    assert zarr_dask.check_consolidated(url) == []
+    assert not [p for p in tmp_path.rglob("*.lock")]  # nothing written into (or next to) the store

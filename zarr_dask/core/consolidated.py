@@ -50,15 +50,28 @@ _LOCKS: dict[Hashable, threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
+_HELD = threading.local()
+
+
 @contextmanager
 def consolidated_lock(store: Store) -> Iterator[None]:
-    """Serialise read-modify-writes of consolidated documents of one store within this process (threads of
-    one dask scheduler computing several writes at once); reentrant."""
+    """Serialise read-modify-writes of consolidated documents of one store: between the threads of this
+    process (one dask scheduler computing several writes at once), and between processes on this machine
+    where the store has a process lock (local directories); reentrant."""
     key = store.__dask_tokenize__()
     with _LOCKS_GUARD:
         lock = _LOCKS.setdefault(key, threading.RLock())
     with lock:
-        yield
+        held: set[Any] = _HELD.__dict__.setdefault("keys", set())
+        if key in held:  # reentered: this thread holds the process lock already
+            yield
+            return
+        with store.process_lock("consolidated"):
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
 
 
 # ------------------------------------------------------------------------------------------ writing

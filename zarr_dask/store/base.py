@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeAlias
 
 from zarr_dask.errors import InvalidPathError, ReadOnlyError, StoreError
@@ -115,6 +116,13 @@ class Store(ABC):
         so a stream of large reads touches no new memory (see :mod:`zarr_dask.store.arena`).
         """
         return list(self.get_ranges(requests))
+
+    def process_lock(self, name: str) -> AbstractContextManager[None]:
+        """A lock shared by every process on this machine that opens this store, for short read-modify-writes
+        of metadata (``name`` tells locks apart). Local directories lock a file outside the store; other
+        stores have none (a ``distributed.Lock`` covers a cluster). Not reentrant: callers nest it inside
+        their own thread lock."""
+        return nullcontext()
 
     def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
         """The local file paths of ``keys``, for readers that open files themselves (the native reader,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 import shutil
 import stat
+import tempfile
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeAlias
@@ -25,6 +27,10 @@ _WINDOWS = os.name == "nt"
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows
+    _fcntl = None  # type: ignore[assignment]
 _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 # O_NONBLOCK: opening a FIFO planted in the store must not hang (regular files ignore the flag).
 _READ_FLAGS = os.O_RDONLY | _O_BINARY | _O_CLOEXEC | _O_NOFOLLOW | _O_NONBLOCK
@@ -138,6 +144,22 @@ class LocalStore(Store):
         return found
 
     read_flags = _READ_FLAGS  # O_NOFOLLOW: a symbolic link fails to open and goes back to get_many_into
+
+    @contextmanager
+    def process_lock(self, name: str) -> Iterator[None]:
+        """``flock`` on a file named after the store's resolved root, in a private directory under the system's
+        temporary directory (nothing is written into the store). Released when the block ends or the process
+        dies. Processes on other machines sharing the directory (NFS) are not covered."""
+        if _fcntl is None:  # Windows: no flock
+            yield
+            return
+        path = _lock_file(self._real_base, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
         """The files of ``keys``, after the same containment checks as every read (the key's directory is
@@ -536,6 +558,14 @@ def _check_local_key(key: str, url: str) -> None:
             )
     if _WINDOWS and ":" in key:
         raise InvalidPathError(f"invalid key {key!r}: ':' is not allowed in Windows file names", store=url)
+
+
+def _lock_file(real_base: str, name: str) -> str:
+    """The lock file of one store root and lock name (a private directory per user, created on first use)."""
+    directory = os.path.join(tempfile.gettempdir(), f"zarr_dask-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    digest = hashlib.sha256(os.fsencode(real_base)).hexdigest()[:32]
+    return os.path.join(directory, f"{digest}-{name}.lock")
 
 
 def _listable(name: str) -> bool:
