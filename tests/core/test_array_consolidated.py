@@ -144,3 +144,17 @@ def test_processes_creating_in_one_local_hierarchy_lose_no_consolidated_entry(tm
     assert all(fresh[f"{tag}/a{i}"].shape == (i + 1,) for tag in "pq" for i in range(25))
     assert zarr_dask.check_consolidated(url) == []
     assert not [p for p in tmp_path.rglob("*.lock")]  # nothing written into (or next to) the store
+
+
+def test_no_usable_lock_directory_still_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(blocker))  # the lock directory cannot be made
+    url = str(tmp_path / "h.zarr")
+    zarr_dask.create_group(url)
+    zarr_dask.consolidate_metadata(url)
+    with caplog.at_level("WARNING", logger="zarr_dask.store"):
+        zarr_dask.create_array(url, name="x", shape=(2,), dtype="i1")
+    assert "other processes are not locked out" in caplog.text
+    assert zarr_dask.open_group(url, use_consolidated=True)["x"].shape == (2,)

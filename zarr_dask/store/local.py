@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import secrets
 import shutil
@@ -23,17 +24,18 @@ __all__ = ["TEMP_SUFFIX", "LocalStore"]
 #: Temporary files are named ``.<name>.<random>.zd-tmp`` next to their target; listings skip them.
 TEMP_SUFFIX = ".zd-tmp"
 
+_log = logging.getLogger("zarr_dask.store")
 _WINDOWS = os.name == "nt"
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
-try:
-    import fcntl as _fcntl
-except ImportError:  # Windows
-    _fcntl = None  # type: ignore[assignment]
 _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 # O_NONBLOCK: opening a FIFO planted in the store must not hang (regular files ignore the flag).
 _READ_FLAGS = os.O_RDONLY | _O_BINARY | _O_CLOEXEC | _O_NOFOLLOW | _O_NONBLOCK
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows: no flock
+    _fcntl = None  # type: ignore[assignment]
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 _NO_HARDLINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
@@ -150,11 +152,14 @@ class LocalStore(Store):
         """``flock`` on a file named after the store's resolved root, in a private directory under the system's
         temporary directory (nothing is written into the store). Released when the block ends or the process
         dies. Processes on other machines sharing the directory (NFS) are not covered."""
-        if _fcntl is None:  # Windows: no flock
+        try:
+            fd = -1 if _fcntl is None else os.open(_lock_file(self._real_base, name), os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
+        except OSError as exc:  # no usable temporary directory: the write goes on, serialised in-process only
+            _log.warning("%s: no lock file for %r (%s); other processes are not locked out", self.url, name, exc)
+            fd = -1
+        if fd < 0:
             yield
             return
-        path = _lock_file(self._real_base, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
         try:
             _fcntl.flock(fd, _fcntl.LOCK_EX)
             yield
