@@ -124,6 +124,12 @@ def release_scratch() -> None:
     _SCRATCH.__dict__.pop("bufs", None)
 
 
+def _items(out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``out`` as opaque fixed-size items, which any dtype can export through the buffer protocol (datetimes
+    cannot as themselves): what the native reader writes into."""
+    return out.view(np.dtype((np.void, out.dtype.itemsize)))
+
+
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
     """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
 
@@ -331,9 +337,8 @@ class ChunkIO:
             def decode(
                 sources: list[BufferLike | None], parts: list[InnerPart], out: np.ndarray[Any, Any]
             ) -> list[int]:
-                target = out.view(np.dtype((np.void, out.dtype.itemsize)))
                 left: list[int] = native.decode_chunks(
-                    sources, parts, target, inner_shape, native_id, fill, self._scratch(inner_shape)
+                    sources, parts, _items(out), inner_shape, native_id, fill, self._scratch(inner_shape)
                 )
                 return left
 
@@ -447,8 +452,8 @@ class ChunkIO:
         self._read_chunks(out, projections)
 
     @cached_property
-    def _native(self) -> tuple[int, int, bytes] | None:
-        """``(codec id, read buffer size, fill bytes)`` when the native reader (:mod:`zarr_dask.native`) can
+    def _native(self) -> tuple[int, int, bytes, tuple[int, ...]] | None:
+        """``(codec id, read buffer size, fill bytes, chunk shape)`` when the native reader (:mod:`zarr_dask.native`) can
         read this array's chunks: a local store, a regular grid, a fixed-size type and a direct codec."""
         if self._fill_bytes is None or self.store.read_paths([]) is None or self.sharding is not None:
             return None
@@ -462,7 +467,7 @@ class ChunkIO:
         nbytes = math.prod(spec.shape) * self.dtype.itemsize
         # room for an incompressible chunk plus any compressor's overhead; larger files take the Python path
         cap = nbytes + nbytes // 64 + 4096
-        return codec, cap, self._fill_bytes
+        return codec, cap, self._fill_bytes, spec.shape
 
     @cached_property
     def _fill_bytes(self) -> bytes | None:
@@ -473,17 +478,21 @@ class ChunkIO:
         return np.asarray(self.fill, dtype=self.dtype).tobytes()
 
     def _read_native(
-        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], codec: int, cap: int, fill: bytes
+        self,
+        out: np.ndarray[Any, Any],
+        projections: Sequence[ChunkProjection],
+        codec: int,
+        cap: int,
+        fill: bytes,
+        shape: tuple[int, ...],
     ) -> None:
         """Read a batch through the native reader; the chunks it leaves go through the Python path."""
         projections = list(projections)
         paths = self.store.read_paths([self.chunk_key(p.coords) for p in projections])
         assert paths is not None  # _native checked the store
-        shape = self.chunk_shape((0,) * len(self.grids))
-        target = out.view(np.dtype((np.void, out.dtype.itemsize)))  # any dtype through the buffer protocol
         with read_arena() as arena:
-            files, nbytes, left = native.read_chunks(
-                paths, projections, target, shape, codec, fill, arena.take(cap), self._scratch(shape),
+            _files, nbytes, left = native.read_chunks(
+                paths, projections, _items(out), shape, codec, fill, arena.take(cap), self._scratch(shape),
                 self.store.read_flags,
             )
         self.store.counters.add(get=len(projections) - len(left), bytes_read=nbytes)
