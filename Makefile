@@ -7,7 +7,7 @@ ORACLE_PYTHON ?= $(shell bash ci/find-oracle-python 2>/dev/null)
 ORACLE_VENV ?= .venv-oracle
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-main test-oracle lint typecheck bench clean
+.PHONY: demo test test-main test-oracle test-slow lint typecheck bench clean
 
 # setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
 $(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
@@ -30,6 +30,10 @@ test: lint test-main test-oracle
 
 test-main: $(VENV)/.installed
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+# The randomized concurrency suites at full size (100+ runs per store kind), on demand.
+test-slow: $(VENV)/.installed
+	ZD_SLOW=1 $(PY) -m pytest -n 2 -m slow $(PYTEST_ARGS)
 
 # The interop tests again, against the newest zarr-python (needs Python >= 3.12).
 test-oracle: $(ORACLE_VENV)/.installed

@@ -42,10 +42,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that (indirectly) uses the moto server with ``s3``."""
+    """Mark every test that (indirectly) uses the moto server with ``s3``; skip ``slow`` tests unless
+    ``ZD_SLOW=1`` (``make test-slow``: the randomized suites at full size)."""
+    run_slow = os.environ.get("ZD_SLOW") == "1"
     for item in items:
         if "s3_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
+        if not run_slow and item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.skip(reason="slow: run with ZD_SLOW=1 (make test-slow)"))
 
 
 # ------------------------------------------------------------------------------------------------ S3
@@ -58,6 +62,7 @@ def s3_server() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         for name, value in _FAKE_AWS_ENV.items():
             patch.setenv(name, value)
+        _make_moto_writes_atomic(patch)
         server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()
         try:
@@ -66,6 +71,29 @@ def s3_server() -> Iterator[str]:
         finally:
             _clear_s3fs_instances()
             server.stop()
+
+
+def _make_moto_writes_atomic(patch: pytest.MonkeyPatch) -> None:
+    """Make moto's conditional ``PutObject`` / ``DeleteObject`` atomic, as S3 documents them.
+
+    moto 5 checks ``If-Match`` / ``If-None-Match`` and then stores the object in two steps, on a threaded HTTP
+    server, with no lock: two concurrent conditional writes of one key can both pass the check, which real S3
+    never allows (one gets 412 or 409). Our concurrency tests would then see moto lose data, not us. Holding
+    one lock across each object write of the server (in this process) gives the server S3's semantics; the
+    requests still travel over HTTP through s3fs and botocore exactly as against S3."""
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    for name in ("put_object", "delete_object"):
+        original = getattr(S3Response, name)
+
+        def atomic(self: Any, _original: Any = original) -> Any:
+            with lock:
+                return _original(self)
+
+        patch.setattr(S3Response, name, atomic)
 
 
 _FAKE_AWS_ENV = {

@@ -31,7 +31,9 @@ __all__ = [
     "UnknownCodecError",
     "UnknownExtensionError",
     "UnsafeCodecError",
+    "UnprotectedWriteWarning",
     "UnsupportedFeatureError",
+    "WriteConflictError",
     "WritePlanError",
     "ZarrDaskError",
 ]
@@ -153,6 +155,17 @@ class StoreError(ZarrDaskError, OSError):
 
 class WritePlanError(ZarrDaskError, ValueError):
     """A parallel write that cannot be planned safely (names the array, the key or blocks, and the fix)."""
+
+
+class WriteConflictError(ZarrDaskError, RuntimeError):
+    """A conditional write kept losing to other writers of the same key (or the same array document) after
+    every retry, or an append found the array changed in a way it cannot build on; nothing of this write is
+    visible to readers in a half-done state (names the key, the attempts and the fix)."""
+
+
+class UnprotectedWriteWarning(UserWarning):
+    """A write merges data into storage keys on a store that cannot make conditional writes, so another,
+    independent writer of the same keys at the same moment could lose data (see ``docs/safe-writes.md``)."""
 
 
 class UnsupportedFeatureError(ZarrDaskError, NotImplementedError):

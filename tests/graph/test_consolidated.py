@@ -141,6 +141,7 @@ def test_append_costs_one_batched_read_and_one_write_of_the_root(fmt: int) -> No
     delayed = zarr_dask.append(x, store, component="a/y", compute=False)
     get_many = CallCounter()
     store.get_many = get_many.wrap(store.get_many)  # type: ignore[method-assign]
+    store.get_versioned = get_many.wrap(store.get_versioned)  # type: ignore[method-assign]
     with store.counters.counting() as delta:
         assert delayed.compute() == (10,)
     docs = len(nodes.documents("a/y", listed(store)["a/y"]))

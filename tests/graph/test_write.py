@@ -14,6 +14,7 @@ from dask.delayed import Delayed
 
 import zarr_dask
 from tests.graph._helpers import SHARDS_SUPPORTED, FlakyLocalStore, create, reference_data
+from tests.unconditional_store import UnconditionalStore
 from zarr_dask.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -298,8 +299,9 @@ def test_handle_in_graph_is_a_single_key(memory_url: str) -> None:
     assert open_store(memory_url).url in repr(graph[handles[0]].value)
 
 
-def test_lazy_writes_that_would_race_are_refused() -> None:
-    store = MemoryStore()
+@pytest.mark.filterwarnings("ignore::zarr_dask.errors.UnprotectedWriteWarning")
+def test_lazy_writes_that_would_race_are_refused_without_conditional_writes() -> None:
+    store = UnconditionalStore()
     create(store, (20, 20), (10, 10), dtype="i4")[:] = 0
     top = zarr_dask.to_zarr(da.ones((5, 20), dtype="i4", chunks=5), store, region=(slice(0, 5),), compute=False)
     with pytest.raises(WritePlanError) as e:  # rows 5..10 share the chunk row 0..10 with the pending write
@@ -322,10 +324,26 @@ def test_lazy_writes_that_would_race_are_refused() -> None:
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], expected)
 
 
+def test_lazy_writes_sharing_keys_computed_together_merge_by_conditional_writes() -> None:
+    store = MemoryStore()  # conditional writes: the pending-write guard is not needed, nothing is refused
+    create(store, (20, 20), (10, 10), dtype="i4")[:] = 0
+    writes = [
+        zarr_dask.to_zarr(da.full((5, 20), i + 1, dtype="i4", chunks=5), store, region=(slice(5 * i, 5 * i + 5),), compute=False)
+        for i in range(4)
+    ]
+    overlapping = zarr_dask.to_zarr(da.full((2, 20), 9, dtype="i4", chunks=1), store, region=(slice(3, 5),), compute=False)
+    dask.compute(*writes, scheduler="threads")
+    overlapping.compute()
+    expected = np.repeat(np.arange(1, 5, dtype="i4"), 5)[:, None] * np.ones((1, 20), "i4")
+    expected[3:5] = 9
+    np.testing.assert_array_equal(zarr_dask.open_array(store)[:], expected)
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask.errors.UnprotectedWriteWarning")
 def test_a_dropped_lazy_write_is_forgotten() -> None:
     import gc
 
-    store = MemoryStore()
+    store = UnconditionalStore()
     create(store, (10,), (4,), dtype="i4")
     first = zarr_dask.to_zarr(da.ones(3, dtype="i4", chunks=3), store, region=(slice(0, 3),), compute=False)
     with pytest.raises(WritePlanError):

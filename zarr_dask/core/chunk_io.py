@@ -14,11 +14,12 @@ import logging
 import math
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -37,14 +38,42 @@ from zarr_dask.codecs.shard_access import (
 )
 from zarr_dask.codecs.sharding import ShardingCodec
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
-from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError, ZarrDaskError
+from zarr_dask.errors import (
+    ChunkDecodeError,
+    ChunkEncodeError,
+    MetadataError,
+    UnprotectedWriteWarning,
+    WriteConflictError,
+    ZarrDaskError,
+)
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 from zarr_dask.store.arena import read_arena
+from zarr_dask.store.versioned import ConditionalStore, conditional, retry_policy
 
 _log = logging.getLogger("zarr_dask.core")
+#: Builds a storage key's new bytes from the write's data and the key's stored bytes (None: nothing to store).
+_Build: TypeAlias = "Callable[[str, ChunkProjection, np.ndarray[Any, Any], BufferLike | None], bytes | None]"
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
+    """Once per array and process: this store merges partly covered keys without conditional writes."""
+    with _WARNED_LOCK:
+        if (url, path) in _WARNED:
+            return
+        _WARNED.add((url, path))
+    warnings.warn(
+        f"store {url!r}, node {'/' + path!r}: {nkeys} storage keys are only partly covered by this write and are "
+        "read, merged and written back, but this store cannot make conditional writes, so another writer of the "
+        "same keys at the same time (another process, job or machine) could lose data. Align concurrent writes "
+        "with the chunks (or shards), or write from one to_zarr call; see docs/safe-writes.md",
+        UnprotectedWriteWarning,
+        stacklevel=4,
+    )
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
@@ -345,38 +374,6 @@ class ChunkIO:
         self._inner_batches[shape] = decode
         return decode
 
-    def _write_shards(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """Write whole shards; a shard covered only partly is read, merged and written back (one set each)."""
-        assert self.sharding is not None
-        keys = [self.chunk_key(p.coords) for p in projections]
-        partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
-        existing = self.store.get_many(partial) if partial else {}
-        check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
-        to_set: dict[str, bytes] = {}
-        to_delete: list[str] = []
-        for key, p in zip(keys, projections, strict=True):
-            parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
-            try:
-                data = write_shard(
-                    self.shard_codec(p.coords), self.chunk_spec(p.coords), parts, value, existing.get(key), is_fill=check
-                )
-            except ChunkDecodeError as e:
-                raise self._shard_error(key, e) from e
-            except ZarrDaskError as e:
-                raise e.with_context(store=self.store.url, path=self.path) from None
-            except Exception as e:
-                raise ChunkEncodeError(
-                    f"shard {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
-                ) from e
-            if data is not None:
-                to_set[key] = data
-            elif p.complete or key in existing:
-                to_delete.append(key)
-        if to_set:
-            self.store.set_many(to_set)
-        if to_delete:
-            self.store.delete_many(to_delete)
-
     # ------------------------------------------------------------------ decode / encode one chunk
     def decode_chunk(self, key: str, data: BufferLike, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
         try:
@@ -532,7 +529,7 @@ class ChunkIO:
         return np.full(self.chunk_shape(coords), self.fill, dtype=self.dtype)
 
     def _assemble(
-        self, p: ChunkProjection, value: np.ndarray[Any, Any], existing: bytes | None, key: str
+        self, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None, key: str
     ) -> np.ndarray[Any, Any]:
         where: tuple[Any, ...] = (*p.out_sel, Ellipsis)
         piece: np.ndarray[Any, Any] = value[where]  # a view, also for 0-d (object) arrays where value[()] would be the element
@@ -546,32 +543,108 @@ class ChunkIO:
         chunk[p.chunk_sel] = piece
         return chunk
 
-    def write_from(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """Write the chunks of ``projections`` from ``value`` (full rank, aligned with the selection).
+    def _chunk_bytes(self, key: str, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None) -> bytes | None:
+        """The new stored bytes of one chunk (``existing`` merged where the write covers it only partly), or
+        None when the chunk is all fill value and empty chunks are not written."""
+        chunk = self._assemble(p, value, existing, key)
+        if not self.write_empty_chunks and is_fill(chunk, self.fill):
+            return None
+        return self.encode_chunk(key, chunk, p.coords)
 
-        Sharded arrays: each shard is written in one ``set``; a shard covered only partly is read and merged
-        first (not safe against a concurrent writer of the same shard); a shard left without stored inner
-        chunks is deleted.
+    def _shard_bytes(self, key: str, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None) -> bytes | None:
+        """The new stored bytes of one shard (merged with ``existing`` inner chunk by inner chunk), or None when
+        no inner chunk is left to store."""
+        assert self.sharding is not None
+        parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
+        check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
+        try:
+            return write_shard(self.shard_codec(p.coords), self.chunk_spec(p.coords), parts, value, existing, is_fill=check)
+        except ChunkDecodeError as e:
+            raise self._shard_error(key, e) from e
+        except ZarrDaskError as e:
+            raise e.with_context(store=self.store.url, path=self.path) from None
+        except Exception as e:
+            raise ChunkEncodeError(
+                f"shard {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
+            ) from e
+
+    def write_from(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """Write the storage keys of ``projections`` (chunks, or shards when sharded) from ``value`` (full rank,
+        aligned with the selection).
+
+        A key the selection covers whole is encoded and stored (or deleted when it is all fill value) with no
+        read and no condition. A key covered only partly is an optimistic transaction when the store can make
+        conditional writes (:func:`~zarr_dask.store.versioned.conditional`): read with its version, merge,
+        write only if the version is unchanged, and on a conflict read and merge again (see
+        :meth:`_merge_conditionally`), so independent writers of the same key never lose each other's data.
+        Other stores read, merge and write the key once, protected only against the writers of this process's
+        plan (an :class:`~zarr_dask.errors.UnprotectedWriteWarning` says so once per array).
         """
-        if self.sharding is not None:
-            self._write_shards(value, projections)
-            return
-        keys = [self.chunk_key(p.coords) for p in projections]
-        partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
-        existing = self.store.get_many(partial) if partial else {}
+        build = self._shard_bytes if self.sharding is not None else self._chunk_bytes
         to_set: dict[str, bytes] = {}
         to_delete: list[str] = []
-        for key, p in zip(keys, projections, strict=True):
-            chunk = self._assemble(p, value, existing.get(key), key)
-            if not self.write_empty_chunks and is_fill(chunk, self.fill):
-                if p.complete or key in existing:
-                    to_delete.append(key)
+        partial: dict[str, ChunkProjection] = {}
+        for p in projections:
+            key = self.chunk_key(p.coords)
+            if not p.complete:
+                partial[key] = p
                 continue
-            to_set[key] = self.encode_chunk(key, chunk, p.coords)
+            data = build(key, p, value, None)
+            if data is None:
+                to_delete.append(key)
+            else:
+                to_set[key] = data
+        if partial:
+            cas = conditional(self.store)
+            if cas is not None:
+                self._merge_conditionally(cas, build, value, partial)
+            else:
+                _warn_unprotected(self.store.url, self.path, len(partial))
+                existing = self.store.get_many(list(partial))
+                for key, p in partial.items():
+                    data = build(key, p, value, existing.get(key))
+                    if data is not None:
+                        to_set[key] = data
+                    elif key in existing:
+                        to_delete.append(key)
         if to_set:
             self.store.set_many(to_set)
         if to_delete:
             self.store.delete_many(to_delete)
+
+    def _merge_conditionally(
+        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], partial: dict[str, ChunkProjection]
+    ) -> None:
+        """Read-merge-write the keys of ``partial`` as optimistic transactions: one batched versioned read and
+        one batched conditional write per round; the keys that lost to another writer go round again, after a
+        jittered wait, up to the retry policy's attempts (then :class:`~zarr_dask.errors.WriteConflictError`).
+        A key that was absent and stays all fill needs no write (it reads as fill either way)."""
+        policy = retry_policy()
+        pending = partial
+        for attempt in range(1, policy.attempts + 1):
+            got = cas.get_versioned(list(pending))
+            writes: dict[str, tuple[bytes | None, object]] = {}
+            for key, p in pending.items():
+                current = got[key]
+                data = build(key, p, value, current.value)
+                if data is not None or current.value is not None:
+                    writes[key] = (data, current.version)
+            won = cas.set_if_unchanged(writes) if writes else {}
+            pending = {key: pending[key] for key, ok in won.items() if not ok}
+            if not pending:
+                return
+            _log.debug("%s /%s: %d keys changed meanwhile (attempt %d), merging again", self.store.url, self.path, len(pending), attempt)
+            if attempt < policy.attempts:
+                policy.wait(attempt)
+        key = next(iter(pending))
+        raise WriteConflictError(
+            f"key {key!r} (and {len(pending) - 1} more) kept changing under this write: {policy.attempts} conditional "
+            "attempts lost to other writers of the same chunk or shard. Nothing of this write is lost or torn in "
+            "that key; retry the write, align the regions of concurrent writers with the storage keys, or raise "
+            "ZARR_DASK_WRITE_ATTEMPTS",
+            store=self.store.url,
+            path=self.path,
+        )
 
     def write(self, dims: Sequence[DimSelection], value: np.ndarray[Any, Any], *, threads: int | None = None) -> None:
         """Write ``value`` (full rank, increasing order) into a normalised selection."""

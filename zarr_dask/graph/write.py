@@ -40,6 +40,7 @@ from zarr_dask.graph.target import (
 )
 from zarr_dask.spec.paths import normalize_path
 from zarr_dask.store import open_store
+from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr"]
 
@@ -135,8 +136,10 @@ def _run(
         result = cast(Any, DaskArray)(graph, final, arr.chunks, meta=meta)
     else:
         result = cast(Any, Delayed)(final, graph, layer=final)
-    if (not compute) if lazy is None else lazy:  # refuse a lazy write that would race a pending one
-        claim(plan, target.handle.store.__dask_tokenize__(), token, result)
+    store = target.handle.store
+    if ((not compute) if lazy is None else lazy) and conditional(store) is None:
+        # without conditional writes, refuse a lazy write that would race a pending one (see graph.guard)
+        claim(plan, store.__dask_tokenize__(), token, result)
     if not compute:
         return result
     if return_stored:

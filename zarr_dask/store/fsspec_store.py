@@ -58,6 +58,15 @@ class FsspecStore(Store):
     >>> store.delete_prefix("")
     """
 
+    def __new__(cls, fs: AbstractFileSystem, path: str = "", *, read_only: bool = False) -> FsspecStore:
+        """A filesystem that can make conditional writes (S3, ``memory://``) gets the subclass that makes them
+        (:mod:`zarr_dask.store.fsspec_conditional`), however the store is made."""
+        if cls is FsspecStore:
+            from zarr_dask.store.fsspec_conditional import conditional_class
+
+            cls = conditional_class(fs) or cls
+        return super().__new__(cls)
+
     def __init__(self, fs: AbstractFileSystem, path: str = "", *, read_only: bool = False) -> None:
         root = str(fs._strip_protocol(path)).rstrip("/") if path else ""
         super().__init__(_unstrip(fs, root), read_only=read_only)

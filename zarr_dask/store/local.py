@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -10,14 +11,16 @@ import secrets
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from typing import TypeAlias
 
 from zarr_dask.errors import InvalidPathError
 from zarr_dask.store._keys import check_range, is_valid_key, resolve_range
 from zarr_dask.store.arena import ReadArena
 from zarr_dask.store.base import Buffer, ByteRange, Store
+from zarr_dask.store.versioned import Versioned
 
 __all__ = ["TEMP_SUFFIX", "LocalStore"]
 
@@ -36,11 +39,17 @@ try:
     import fcntl as _fcntl
 except ImportError:  # Windows: no flock
     _fcntl = None  # type: ignore[assignment]
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | _O_CLOEXEC
+#: In-process stand-ins for the key lock files where those cannot be had.
+_THREAD_LOCKS = [threading.Lock() for _ in range(64)]
+_WARNED: set[str] = set()
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 _NO_HARDLINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
 _MAX_SAFE_DIRS = 100_000
 _CREATE_ATTEMPTS = 5
+#: Keys hash onto this many lock files per store root (a plain write or delete of a key takes one, briefly).
+_KEY_LOCK_STRIPES = 4096
 _Opener: TypeAlias = Callable[[str], "tuple[int, int] | None"]
 
 
@@ -75,6 +84,7 @@ class LocalStore(Store):
     Examples
     --------
     >>> import tempfile
+import threading
     >>> store = LocalStore(tempfile.mkdtemp())
     >>> store.set("a/b", b"xyz")
     >>> store.get_ranges([("a/b", -2, None)])
@@ -152,19 +162,8 @@ class LocalStore(Store):
         """``flock`` on a file named after the store's resolved root, in a private directory under the system's
         temporary directory (nothing is written into the store). Released when the block ends or the process
         dies. Processes on other machines sharing the directory (NFS) are not covered."""
-        try:
-            fd = -1 if _fcntl is None else os.open(_lock_file(self._real_base, name), os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o600)
-        except OSError as exc:  # no usable temporary directory: the write goes on, serialised in-process only
-            _log.warning("%s: no lock file for %r (%s); other processes are not locked out", self.url, name, exc)
-            fd = -1
-        if fd < 0:
+        with self._file_lock(name):
             yield
-            return
-        try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
         """The files of ``keys``, after the same containment checks as every read (the key's directory is
@@ -212,6 +211,34 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._error("check", key, exc) from exc
         return stat.S_ISREG(info.st_mode)
+
+    def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
+        """Values with versions: the file's identity (device, inode, size, times) and its content."""
+        found: dict[str, Versioned] = {}
+        for key in dict.fromkeys(keys):
+            value, signature = self._read_signed(key)
+            found[key] = Versioned(value, None if value is None else (signature, value))
+        self.counters.add(get=len(found), bytes_read=sum(len(v.value) for v in found.values() if v.value is not None))
+        return found
+
+    def _read_signed(self, key: str) -> tuple[bytes | None, tuple[int, ...] | None]:
+        """A whole file and the ``fstat`` signature of the file read (None, None if missing)."""
+        path = self._existing_path(key)
+        fd = None if path is None else self._open(path, key)
+        if fd is None:
+            return None, None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None, None
+            value = _read_exactly(fd, 0, info.st_size)
+            return value, (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        except _MISSING:
+            return None, None
+        except OSError as exc:
+            raise self._error("read", key, exc) from exc
+        finally:
+            os.close(fd)
 
     def _read(self, key: str) -> bytes | None:
         """Read a whole file, None if missing."""
@@ -304,6 +331,86 @@ class LocalStore(Store):
         self._check_writable("set", key)
         return self._write(key, self._path(key), value, exclusive=True)
 
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """Conditional writes and deletes: under the key's lock (see :meth:`key_lock`), the file must still be
+        the one read (same identity and the same bytes); new values are written to a temporary file first, so
+        the lock is held only for the comparison and the rename."""
+        for key in items:
+            self._check_writable("set", key)
+        for key in items:
+            self._local_key(key)
+        done: dict[str, bool] = {}
+        nbytes = 0
+        for key, (value, version) in items.items():
+            path = self._path(key)
+            try:
+                done[key] = self._swap(key, path, value, version)
+            except OSError as exc:
+                raise self._error("write", key, exc) from exc
+            nbytes += 0 if value is None else memoryview(value).nbytes
+        deletes = sum(value is None for value, _ in items.values())
+        self.counters.add(set=len(items) - deletes, delete=deletes, bytes_written=nbytes)
+        return done
+
+    def _swap(self, key: str, path: str, value: Buffer | None, version: object) -> bool:
+        """One compare-and-swap (``value`` None: delete)."""
+        directory, name = os.path.split(path)
+        temp = None if value is None else self._write_temp(directory, name, value)
+        try:
+            with self.key_lock(key):
+                current, signature = self._read_signed(key) if version is not None else (None, None)
+                if version is None:
+                    if value is None:
+                        return not self.exists(key)
+                    assert temp is not None
+                    return self._link(temp, path)  # create only if still absent
+                if current is None or (signature, current) != version:
+                    return False
+                if temp is None:
+                    self._unlink(path, key)
+                else:
+                    os.replace(temp, path)
+                    temp = None
+        finally:
+            if temp is not None:
+                _unlink_quietly(temp)
+        if value is None:
+            self._prune(directory)
+        elif self.fsync:
+            _fsync_directory(directory)
+        return True
+
+    @contextmanager
+    def key_lock(self, key: str) -> Iterator[None]:
+        """The lock of one key, shared by every process on this machine (``flock`` on one of
+        ``4096`` lock files per store root, next to :meth:`process_lock`'s, never in the store). Every
+        replace or delete of a key holds it, so a conditional write's comparison and rename are atomic with
+        respect to every other write of the key. Not reentrant."""
+        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "little") % _KEY_LOCK_STRIPES
+        with self._file_lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)]):
+            yield
+
+    @contextmanager
+    def _file_lock(self, name: str, fallback: threading.Lock | None = None) -> Iterator[None]:
+        """``flock`` on the lock file ``name`` of this root. Without flock or a usable lock directory the work
+        goes on with a warning, serialised in this process only (by ``fallback``, if given)."""
+        try:
+            fd = -1 if _fcntl is None else _open_lock_file(self._real_base, name)
+        except OSError as exc:
+            if self._real_base not in _WARNED:  # once per root: every write of a key takes a lock
+                _WARNED.add(self._real_base)
+                _log.warning("%s: no lock file for %r (%s); other processes are not locked out", self.url, name, exc)
+            fd = -1
+        if fd < 0:
+            with fallback or nullcontext():
+                yield
+            return
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def delete(self, key: str) -> None:
         """Remove ``key`` (missing is fine) and the directories that become empty."""
         self.delete_many([key])
@@ -319,7 +426,8 @@ class LocalStore(Store):
         for key in unique:
             path = self._existing_path(key)
             if path is not None:
-                self._unlink(path, key)
+                with self.key_lock(key):
+                    self._unlink(path, key)
                 directories.add(os.path.dirname(path))
         for directory in sorted(directories, key=len, reverse=True):
             self._prune(directory)
@@ -352,7 +460,11 @@ class LocalStore(Store):
         try:
             temp = self._write_temp(directory, name, value)
             try:
-                written = self._link(temp, path) if exclusive else _replace(temp, path)
+                if exclusive:
+                    written = self._link(temp, path)
+                else:
+                    with self.key_lock(key):  # never between a conditional write's comparison and its rename
+                        written = _replace(temp, path)
             finally:
                 if exclusive or not written:
                     _unlink_quietly(temp)
@@ -565,12 +677,22 @@ def _check_local_key(key: str, url: str) -> None:
         raise InvalidPathError(f"invalid key {key!r}: ':' is not allowed in Windows file names", store=url)
 
 
-def _lock_file(real_base: str, name: str) -> str:
-    """The lock file of one store root and lock name (a private directory per user, created on first use)."""
+@functools.lru_cache(maxsize=64)
+def _lock_prefix(real_base: str) -> str:
+    """The lock files' path prefix for one store root (a private directory per user, created on first use;
+    the result is cached, so a directory that cannot be made is retried on every lock)."""
     directory = os.path.join(tempfile.gettempdir(), f"zarr_dask-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    digest = hashlib.sha256(os.fsencode(real_base)).hexdigest()[:32]
-    return os.path.join(directory, f"{digest}-{name}.lock")
+    return os.path.join(directory, hashlib.sha256(os.fsencode(real_base)).hexdigest()[:32])
+
+
+def _open_lock_file(real_base: str, name: str) -> int:
+    """Open (create) the lock file of one store root and lock name."""
+    try:
+        return os.open(f"{_lock_prefix(real_base)}-{name}.lock", _LOCK_FLAGS, 0o600)
+    except FileNotFoundError:  # the directory was removed meanwhile (a temp-dir cleaner): make it again
+        _lock_prefix.cache_clear()
+        return os.open(f"{_lock_prefix(real_base)}-{name}.lock", _LOCK_FLAGS, 0o600)
 
 
 def _listable(name: str) -> bool:

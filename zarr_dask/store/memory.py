@@ -8,6 +8,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from zarr_dask.store._keys import check_range, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store
+from zarr_dask.store.versioned import Versioned
 
 __all__ = ["MemoryStore"]
 
@@ -82,6 +83,31 @@ class MemoryStore(Store):
             out.append(value[offset : offset + length])
         self.counters.add(get_range=len(out), bytes_read=sum(len(v) for v in out if v is not None))
         return out
+
+    def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
+        """Values with versions (the stored ``bytes`` object: every write stores a new one)."""
+        wanted = list(dict.fromkeys(self._key(key) for key in keys))
+        with self._lock:
+            found = {key: self._data.get(key) for key in wanted}
+        self.counters.add(get=len(wanted), bytes_read=sum(len(v) for v in found.values() if v is not None))
+        return {key: Versioned(value, value) for key, value in found.items()}
+
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """Conditional writes and deletes, each compared and applied under the store's lock."""
+        for key in items:
+            self._check_writable("set", key)
+        new = {self._key(key): (None if value is None else bytes(value), version) for key, (value, version) in items.items()}
+        done: dict[str, bool] = {}
+        with self._lock:
+            for key, (value, version) in new.items():
+                ok = done[key] = self._data.get(key) is version
+                if ok and value is None:
+                    del self._data[key]
+                elif ok and value is not None:
+                    self._data[key] = value
+        sets = [v for v, _ in new.values() if v is not None]
+        self.counters.add(set=len(sets), delete=len(new) - len(sets), bytes_written=sum(map(len, sets)))
+        return done
 
     def exists(self, key: str) -> bool:
         """True if ``key`` holds a value."""

@@ -1,0 +1,188 @@
+"""Conditional writes on fsspec filesystems that can make them: S3 (s3fs) and fsspec's ``memory://``.
+
+:class:`~zarr_dask.store.FsspecStore` becomes one of these classes when its filesystem is one of those, so
+every way of making a store (a URL, a filesystem object, unpickling, ``with_read_only``) gets the capability.
+
+* **S3**: versions are ETags. ``get_versioned`` is one concurrent batch of ``GetObject`` (body and ETag in
+  one request); ``set_if_unchanged`` one concurrent batch of ``PutObject`` with ``If-Match: <etag>`` (or
+  ``If-None-Match: *`` to create) and ``DeleteObject`` with ``If-Match``. A ``412 PreconditionFailed`` or
+  ``409 ConditionalRequestConflict`` is a conflict, not an error.
+* **GCS** (gcsfs) has generation preconditions (``ifGenerationMatch``), but gcsfs does not pass them for
+  writes of whole objects today, so GCS stores are not conditional (see ``docs/safe-writes.md``).
+* **memory://**: fsspec's process-wide memory filesystem; versions are the values, compared and swapped
+  under one process-wide lock that every write through a store takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fsspec.asyn import sync
+from fsspec.spec import AbstractFileSystem
+
+from zarr_dask.store.base import Buffer
+from zarr_dask.store.fsspec_store import FsspecStore
+from zarr_dask.store.versioned import Versioned
+
+__all__ = ["MemoryFsConditionalStore", "S3ConditionalStore", "conditional_class"]
+
+#: S3 error codes that mean "the condition did not hold" (NoSuchKey: If-Match on a key deleted meanwhile).
+_CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"})
+#: Requests in flight at once per batch.
+_CONCURRENCY = 64
+
+
+def conditional_class(fs: AbstractFileSystem) -> type[FsspecStore] | None:
+    """The conditional store class for ``fs``, or None when its filesystem cannot make conditional writes."""
+    module = type(fs).__module__ or ""
+    if module.startswith("s3fs") and type(fs).__name__ == "S3FileSystem":
+        return S3ConditionalStore
+    if module.startswith("fsspec.implementations.memory"):
+        return MemoryFsConditionalStore
+    return None
+
+
+def _client_error_code(exc: BaseException) -> str | None:
+    """The S3 error code behind ``exc`` (s3fs translates botocore's ClientError and chains it)."""
+    for err in (exc, exc.__cause__, exc.__context__):
+        response = getattr(err, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            code = error.get("Code")
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            return str(code or status or "")
+    return None
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    if isinstance(exc, FileExistsError | FileNotFoundError):  # If-None-Match: * on an existing key; If-Match on a gone one
+        return True
+    return _client_error_code(exc) in _CONFLICT_CODES
+
+
+class S3ConditionalStore(FsspecStore):
+    """An :class:`FsspecStore` on S3 with versioned reads and conditional writes (ETags, ``If-Match``)."""
+
+    def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
+        """Values and ETags, one concurrent batch of ``GetObject``."""
+        by_path = {self._path(key): key for key in keys}
+        self.counters.add(get=len(by_path))
+        results = sync(self.fs.loop, self._gather, [self._get_one(path) for path in by_path])
+        found: dict[str, Versioned] = {}
+        for key, result in zip(by_path.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                raise self._error("read", key, result) from result
+            found[key] = result
+        self.counters.add(bytes_read=sum(len(v.value) for v in found.values() if v.value is not None))
+        return found
+
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """Conditional ``PutObject`` / ``DeleteObject`` requests, one concurrent batch."""
+        for key in items:
+            self._check_writable("set", key)
+        plans = [(key, self._path(key), None if value is None else bytes(value), version) for key, (value, version) in items.items()]
+        results = sync(self.fs.loop, self._gather, [self._put_one(path, value, version) for _, path, value, version in plans])
+        done: dict[str, bool] = {}
+        for (key, path, _, _), result in zip(plans, results, strict=True):
+            if isinstance(result, BaseException):
+                raise self._error("write", key, result) from result
+            done[key] = bool(result)
+            self.fs.invalidate_cache(path)
+        deletes = sum(value is None for _, _, value, _ in plans)
+        written = sum(len(value) for _, _, value, _ in plans if value is not None)
+        self.counters.add(set=len(plans) - deletes, delete=deletes, bytes_written=written)
+        return done
+
+    @staticmethod
+    async def _gather(coros: list[Any]) -> list[Any]:
+        limit = asyncio.Semaphore(_CONCURRENCY)
+
+        async def bounded(coro: Any) -> Any:
+            async with limit:
+                return await coro
+
+        return list(await asyncio.gather(*(bounded(c) for c in coros), return_exceptions=True))
+
+    async def _get_one(self, path: str) -> Versioned:
+        bucket, key, _ = self.fs.split_path(path)
+        try:
+            response = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
+        except FileNotFoundError:
+            return Versioned(None, None)
+        body = response["Body"]
+        try:
+            data = await body.read()
+        finally:
+            body.close()
+        return Versioned(bytes(data), str(response["ETag"]))
+
+    async def _put_one(self, path: str, value: bytes | None, version: object) -> bool:
+        bucket, key, _ = self.fs.split_path(path)
+        try:
+            if value is not None:
+                condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": str(version)}
+                await self.fs._call_s3("put_object", Bucket=bucket, Key=key, Body=value, **condition)
+            elif version is not None:
+                await self.fs._call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=str(version))
+            else:  # "delete if absent": nothing to do unless it exists
+                return not await self.fs._exists(path)
+        except Exception as exc:
+            if _is_conflict(exc):
+                return False
+            raise
+        return True
+
+
+_MEMORY_LOCK = threading.RLock()
+
+
+class MemoryFsConditionalStore(FsspecStore):
+    """An :class:`FsspecStore` on fsspec's ``memory://`` filesystem with conditional writes (in-process)."""
+
+    def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
+        """Values, versioned by themselves."""
+        with _MEMORY_LOCK:
+            found = self.get_many(keys)
+        return {key: Versioned(found.get(key), found.get(key)) for key in dict.fromkeys(keys)}
+
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """Compare and write (or delete) under the process-wide lock."""
+        done: dict[str, bool] = {}
+        with _MEMORY_LOCK:
+            current = self._current(list(items))
+            for key, (value, version) in items.items():
+                ok = done[key] = current.get(key) == version
+                if ok and value is not None:
+                    super().set(key, value)
+                elif ok and version is not None:
+                    super().delete_many([key])
+        return done
+
+    def _current(self, keys: list[str]) -> dict[str, bytes]:
+        """The values now, without counting requests (the comparison is part of the conditional write)."""
+        out: dict[str, bytes] = {}
+        for key in keys:
+            try:
+                out[key] = bytes(self.fs.cat_file(self._path(key)))
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue
+        return out
+
+    def set(self, key: str, value: Buffer) -> None:
+        with _MEMORY_LOCK:
+            super().set(key, value)
+
+    def set_many(self, items: Mapping[str, Buffer]) -> None:
+        with _MEMORY_LOCK:
+            super().set_many(items)
+
+    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
+        with _MEMORY_LOCK:
+            return super().set_if_not_exists(key, value)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        with _MEMORY_LOCK:
+            super().delete_many(keys)

@@ -1,0 +1,114 @@
+"""Versioned reads and conditional writes: the store capability behind every safe read-modify-write.
+
+A store that implements :class:`ConditionalStore` can read keys together with a *version* and write (or
+delete) a key only if its version is still the one read -- compare-and-swap per storage key. The engine uses
+it wherever it merges new data into stored bytes (a chunk or shard a write covers only partly, an array
+document an append grows, consolidated metadata): read with versions, merge, write conditionally, and on a
+conflict read again and merge again. Independent writers (threads, processes, machines, with no lock
+service) then never lose each other's data.
+
+Versions are opaque: only the store that made one can compare it. ``None`` means "the key is absent", and a
+conditional write with ``None`` creates the key only if it still does not exist.
+
+============================  ===========================================================================
+store                         how
+============================  ===========================================================================
+:class:`MemoryStore`          the stored ``bytes`` object itself, compared under the store's lock
+:class:`LocalStore`           the file's identity and content, compared under a per-key lock file outside
+                              the store (``flock``: every process on the machine), which plain writes and
+                              deletes of the key take too
+S3 (s3fs)                     the ETag, with ``If-Match`` / ``If-None-Match: *`` on ``PutObject`` and
+                              ``If-Match`` on ``DeleteObject``
+fsspec ``memory://``          the value, compared under one process-wide lock
+anything else                 not a ``ConditionalStore``: see :func:`conditional`
+============================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from zarr_dask.store.base import Buffer, Store
+
+__all__ = ["ConditionalStore", "RetryPolicy", "Versioned", "conditional", "retry_policy"]
+
+
+class Versioned(NamedTuple):
+    """A value read together with its version (``value`` and ``version`` are None when the key is absent)."""
+
+    value: bytes | None
+    version: object
+
+
+@runtime_checkable
+class ConditionalStore(Protocol):
+    """The capability: versioned reads and conditional writes (see the module docstring)."""
+
+    def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
+        """Every key of ``keys`` with its value and version (one batched, concurrent call on remote stores).
+
+        Missing keys are included, as ``Versioned(None, None)``.
+        """
+        ...
+
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """For each ``key: (value, version)``: store ``value`` (``None``: delete the key) only if the key's
+        version is still ``version`` (``None``: only if the key is absent). One batched call.
+
+        Returns
+        -------
+        dict of str to bool
+            For every key, True if this call changed it, False if its version had changed (a conflict:
+            nothing was written for that key).
+        """
+        ...
+
+
+def conditional(store: Store) -> ConditionalStore | None:
+    """``store`` as a :class:`ConditionalStore`, or None when it cannot make conditional writes.
+
+    Examples
+    --------
+    >>> from zarr_dask.store import MemoryStore
+    >>> store = MemoryStore()
+    >>> cas = conditional(store)
+    >>> got = cas.get_versioned(["k"])["k"]
+    >>> cas.set_if_unchanged({"k": (b"1", got.version)}), cas.set_if_unchanged({"k": (b"2", got.version)})
+    ({'k': True}, {'k': False})
+    >>> store.get("k")
+    b'1'
+    """
+    return store if isinstance(store, ConditionalStore) else None
+
+
+_DEFAULT_ATTEMPTS = 64
+
+
+class RetryPolicy(NamedTuple):
+    """How often a conflicting conditional write is retried, and how long to wait in between.
+
+    The wait before retry ``n`` (from 1) is random in ``[0, min(max_delay, base_delay * 2**n)]`` ("full
+    jitter"), so writers that collided spread out instead of colliding again.
+    """
+
+    attempts: int = 64  # keep in step with _DEFAULT_ATTEMPTS
+    base_delay: float = 0.002
+    max_delay: float = 0.5
+
+    def wait(self, attempt: int) -> None:
+        """Sleep before retry ``attempt`` (1 = the first retry)."""
+        time.sleep(random.uniform(0.0, min(self.max_delay, self.base_delay * 2.0 ** min(attempt, 30))))
+
+
+def retry_policy() -> RetryPolicy:
+    """The policy in force: ``ZARR_DASK_WRITE_ATTEMPTS`` (default 64) conditional attempts per key."""
+    text = os.environ.get("ZARR_DASK_WRITE_ATTEMPTS", "")
+    try:
+        attempts = int(text) if text.strip() else _DEFAULT_ATTEMPTS
+    except ValueError:
+        attempts = _DEFAULT_ATTEMPTS
+    return RetryPolicy(attempts=max(1, attempts))
