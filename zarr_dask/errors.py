@@ -157,7 +157,7 @@ class WritePlanError(ZarrDaskError, ValueError):
     """A parallel write that cannot be planned safely (names the array, the key or blocks, and the fix)."""
 
 
-class WriteConflictError(ZarrDaskError, RuntimeError):
+class WriteConflictError(WritePlanError):
     """A conditional write kept losing to other writers of the same key (or the same array document) after
     every retry, or an append found the array changed in a way it cannot build on; nothing of this write is
     visible to readers in a half-done state (names the key, the attempts and the fix)."""

@@ -28,7 +28,9 @@ def test_append_merges_the_partial_last_chunk_once() -> None:
     assert zarr_dask.open_array(store).shape == (13, 6)  # nothing committed yet
     store.counters.reset()
     assert delayed.compute(scheduler="threads", num_workers=8) == (22, 6)
-    assert store.counters.snapshot()["get"] == 2 + 1  # the edge keys once, and the commit's check
+    counts = store.counters.snapshot()
+    assert counts["get"] == 2 + 1 + 1  # the edge keys once, the commit's check, the lease it gives back
+    assert counts["delete"] == 1 and not store.exists(".zd-append-lease")  # the lease, and nothing else
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], np.concatenate([old, new]))
 
 

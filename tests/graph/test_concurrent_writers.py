@@ -113,3 +113,61 @@ def test_the_first_report_case_loses_nothing(any_store_url: tuple[Any, Any]) -> 
         got = a[:]
         wrong += int((got[:15] != 1).sum() + (got[15:] != 2).sum())
     assert wrong == 0
+
+
+def run_append_case(seed: int, store: Any, writers: int = 2, submit: Callable[..., Any] | None = None) -> str | None:
+    """Independent appends at the same moment; returns what is wrong (None: every writer's rows landed once,
+    contiguous, after the old rows). ``submit(func, *args)`` runs an append elsewhere (e.g. a cluster)."""
+    rng = np.random.default_rng(seed)
+    n0, width = int(rng.integers(0, 12)), 5
+    zarr_dask.create_array(store, shape=(n0, width), dtype="i4", chunks=(int(rng.integers(2, 7)), 3), fill_value=-1, overwrite=True)
+    if n0:
+        zarr_dask.open_array(store, mode="r+")[:] = 100
+    sizes = [int(rng.integers(1, 15)) for _ in range(writers)]
+    blocks = [int(rng.integers(1, 5)) for _ in range(writers)]
+    if submit is not None:
+        results = [submit(append_rows, store, i, n, b, width) for i, (n, b) in enumerate(zip(sizes, blocks, strict=True))]
+    else:
+        start = threading.Barrier(writers)
+
+        def job(i: int) -> tuple[int, ...]:
+            start.wait(timeout=60)
+            return append_rows(store, i, sizes[i], blocks[i], width)
+
+        with ThreadPoolExecutor(writers) as ex:
+            results = list(ex.map(job, range(writers)))
+    got = zarr_dask.open_array(store)[:]
+    if got.shape != (n0 + sum(sizes), width):
+        return f"shape {got.shape}, expected {(n0 + sum(sizes), width)} (results {results})"
+    if (got[:n0] != 100).any():
+        return "old rows changed"
+    rows, runs = got[n0:, 0], []
+    if (got[n0:] != rows[:, None]).any():
+        return "rows mixed within a row"
+    for value in rows.tolist():
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    if sorted((v, n) for v, n in runs) != sorted(enumerate(sizes)):
+        return f"rows {runs} but writers appended {list(enumerate(sizes))}"
+    return None
+
+
+def append_rows(store: Any, value: int, rows: int, block: int, width: int) -> tuple[int, ...]:
+    with dask.config.set(scheduler="threads"):
+        shape: tuple[int, ...] = zarr_dask.append(da.full((rows, width), value, dtype="i4", chunks=block), store)
+    return shape
+
+
+@pytest.mark.parametrize("seed", QUICK_SEEDS)
+def test_concurrent_appends_both_land(any_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = any_store_url
+    assert run_append_case(seed, open_store(target, storage_options=options), writers=2 + seed % 2) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_concurrent_appends_both_land_slow(any_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = any_store_url
+    assert run_append_case(seed, open_store(target, storage_options=options)) is None

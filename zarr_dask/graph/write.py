@@ -23,6 +23,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
+from zarr_dask.core.lease import AppendLease
 from zarr_dask.errors import ArrayNotFoundError, IndexingError
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
@@ -89,7 +90,12 @@ def make_plan(arr: DaskArray, target: Target) -> WritePlan:
 
 
 def _graph(
-    arr: DaskArray, target: Target, plan: WritePlan, return_stored: bool, consolidated: bool | None
+    arr: DaskArray,
+    target: Target,
+    plan: WritePlan,
+    return_stored: bool,
+    consolidated: bool | None,
+    lease: str | None = None,
 ) -> tuple[HighLevelGraph, str, str]:
     """Writer tasks, the final task (append: the shape commit) that refreshes consolidated metadata, and for
     ``return_stored`` the read-back after it; returns (graph, result name, token)."""
@@ -105,7 +111,9 @@ def _graph(
     if target.action == "append":
         commit = f"{name}-commit"
         docs = (DataNode(None, target.old_documents), DataNode(None, target.documents))
-        tasks.update(token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending)))
+        tasks.update(
+            token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending, lease))
+        )
     else:
         commit = f"{name}-done"
         tasks.update(token_tree(list(writers), name, commit, finish, (handle, target.action, consolidated, *pending)))
@@ -125,11 +133,12 @@ def _run(
     return_stored: bool,
     consolidated: bool | None,
     lazy: bool | None = None,
+    lease: str | None = None,
 ) -> Any:
     """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
-    (``lazy``, default ``not compute``)."""
+    (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases."""
     plan = make_plan(arr, target)
-    graph, final, token = _graph(arr, target, plan, return_stored, consolidated)
+    graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease)
     result: Any
     if return_stored:
         meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype)
@@ -324,9 +333,25 @@ def append(
     if array is None:
         created = to_zarr(arr, url, component, storage_options, compute=compute, consolidated=consolidated, **kwargs)
         return tuple(arr.shape) if compute else cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
-    target = _append_target(arr, array, axis, kwargs)
-    result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
-    return result.compute() if compute else result
+    if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
+        target = _append_target(arr, array, axis, kwargs)
+        result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
+        return result.compute() if compute else result
+    lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
+    try:
+        array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
+        target = _append_target(arr, array, axis, kwargs)
+        result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
+        if compute:
+            return result.compute()
+    except BaseException:
+        lease.release()
+        raise
+    finally:
+        if compute:
+            lease.release()
+    lease.release_with(result)  # a lazy append never computed gives its turn back when it is dropped
+    return result
 
 
 def _shape_after(_: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
