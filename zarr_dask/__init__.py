@@ -7,6 +7,7 @@ by it.
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -71,13 +72,17 @@ if TYPE_CHECKING:
     from zarr_dask.zom import GroupSpec as GroupSpec
 
 
+_IMPORT_LOCK = threading.RLock()
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
-    mod = importlib.import_module(module)
-    value = mod if name in ("errors", "zom", "convert") else getattr(mod, name)  # convert: a callable module
-    globals()[name] = value
+    with _IMPORT_LOCK:  # two threads' first calls (a dask worker's) must not import the package cycle twice
+        mod = importlib.import_module(module)
+        value = mod if name in ("errors", "zom", "convert") else getattr(mod, name)  # convert: a callable module
+        globals()[name] = value
     return value
 
 

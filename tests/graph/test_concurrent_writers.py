@@ -115,7 +115,9 @@ def test_the_first_report_case_loses_nothing(any_store_url: tuple[Any, Any]) -> 
     assert wrong == 0
 
 
-def run_append_case(seed: int, store: Any, writers: int = 2, submit: Callable[..., Any] | None = None) -> str | None:
+def run_append_case(
+    seed: int, store: Any, writers: int = 2, submit: Callable[..., Any] | None = None, gather: Callable[..., Any] = list
+) -> str | None:
     """Independent appends at the same moment; returns what is wrong (None: every writer's rows landed once,
     contiguous, after the old rows). ``submit(func, *args)`` runs an append elsewhere (e.g. a cluster)."""
     rng = np.random.default_rng(seed)
@@ -126,7 +128,7 @@ def run_append_case(seed: int, store: Any, writers: int = 2, submit: Callable[..
     sizes = [int(rng.integers(1, 15)) for _ in range(writers)]
     blocks = [int(rng.integers(1, 5)) for _ in range(writers)]
     if submit is not None:
-        results = [submit(append_rows, store, i, n, b, width) for i, (n, b) in enumerate(zip(sizes, blocks, strict=True))]
+        results = gather([submit(append_rows, store, i, n, b, width) for i, (n, b) in enumerate(zip(sizes, blocks, strict=True))])
     else:
         start = threading.Barrier(writers)
 

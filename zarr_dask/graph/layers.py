@@ -19,11 +19,11 @@ from dask.base import tokenize
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
 from zarr_dask.errors import WriteConflictError
-from zarr_dask.store.versioned import conditional
 from zarr_dask.graph import buffers
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.store.versioned import conditional
 
 __all__ = [
     "commit_documents",
