@@ -126,3 +126,23 @@ def test_xarray_region_pattern_96_one_row_tasks(client: Any, tmp_path: Path, req
     assert sorted(client.gather(futures)) == list(range(96))
     got = xr.open_dataset(url, engine="zarr_dask", storage_options=options, chunks=None)["v"].values
     np.testing.assert_array_equal(got, np.repeat(np.arange(96.0), 4).reshape(96, 4))
+
+
+def _create_arrays(url: str, options: Any, tag: str, n: int) -> int:
+    for i in range(n):
+        zarr_dask.create_array(url, storage_options=options, name=f"{tag}/a{i}", shape=(i + 1,), dtype="i2")
+    return n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_processes_creating_arrays_in_one_consolidated_hierarchy(
+    client: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    url, options = _stores(tmp_path, request, kind)
+    zarr_dask.create_group(url, storage_options=options)
+    zarr_dask.consolidate_metadata(url, storage_options=options)
+    futures = [client.submit(_create_arrays, url, options, tag, 24, pure=False) for tag in "pq"]
+    assert client.gather(futures) == [24, 24]
+    fresh = zarr_dask.open_group(url, storage_options=options, use_consolidated=True)
+    assert all(fresh[f"{tag}/a{i}"].shape == (i + 1,) for tag in "pq" for i in range(24))
+    assert zarr_dask.check_consolidated(url, storage_options=options) == []

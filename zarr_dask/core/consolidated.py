@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zarr_dask.core import nodes
-from zarr_dask.errors import GroupNotFoundError, ZarrDaskError
+from zarr_dask.errors import GroupNotFoundError, WriteConflictError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec import json as zjson
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import Store, open_store
+from zarr_dask.store.versioned import ConditionalStore, conditional, retry_policy
 
 __all__ = [
     "ConsolidatedMismatch",
@@ -222,11 +223,38 @@ def refresh_consolidated(
     if not path:
         return []
     with consolidated_lock(store):
+        cas = conditional(store) if store.batched_io else None  # local and in-process stores: the locks suffice
+        if cas is not None:
+            return _refresh_conditionally(store, cas, path, fmt, metadata)
         docs = prefetched if prefetched is not None else store.get_many(refresh_keys(path, fmt, own=metadata is None))
         updates, holders = refreshed_documents(store, path, fmt, docs, metadata)
         if updates:
             store.set_many(updates)
     return holders
+
+
+def _refresh_conditionally(store: Store, cas: ConditionalStore, path: str, fmt: ZarrFormat, metadata: Any) -> list[str]:
+    """:func:`refresh_consolidated` on a store shared by machines (object stores): a compare-and-swap merge loop.
+
+    Read the ancestors' documents and the node's own with versions, merge the node's entry (as stored now: a
+    later change of the node makes its own refresh), write the holders' documents only if unchanged, and on a
+    conflict (another process refreshed the same group meanwhile) read and merge again."""
+    policy = retry_policy()
+    keys = refresh_keys(path, fmt, own=True)
+    for attempt in range(1, policy.attempts + 1):
+        got = cas.get_versioned(keys)
+        docs = {k: v.value for k, v in got.items() if v.value is not None}
+        stored = nodes.parse_node({k: v for k, v in docs.items() if k.startswith(key_prefix(path))}, path, store)
+        updates, holders = refreshed_documents(store, path, fmt, docs, stored if stored is not None else metadata)
+        if not updates or all(cas.set_if_unchanged({k: (v, got[k].version) for k, v in updates.items()}).values()):
+            return holders
+        policy.wait(attempt)
+    raise WriteConflictError(
+        f"the consolidated metadata enclosing this node kept changing under {policy.attempts} conditional attempts to "
+        "record it; the node itself is written. Repair the listing with zarr_dask.consolidate_metadata(url)",
+        store=store.url,
+        path=path,
+    )
 
 
 def create_node(store: Store, path: str, metadata: Any, *, overwrite: bool = False) -> list[str]:
