@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = ["bench_core", "bench_sharding", "bench_dask", "bench_xarray", "bench_zom", "bench_convert"]
+SCRIPTS = ["bench_core", "bench_sharding", "bench_dask", "bench_xarray", "bench_zom", "bench_convert", "bench_concurrent_writes"]
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,99 @@
+"""Conditional writes: what they cost aligned writes, and what merging costs independent misaligned writers.
+
+1. Aligned writes (every key covered whole) of ``ZD_BENCH_MIB`` MiB (default 64) in 64 KiB chunks to local
+   files: requests and seconds with the per-key locks that make conditional writes safe (zarr_dask today),
+   against the same store with the key locks switched off (what a write cost before them). Medians of
+   ``ZD_BENCH_REPEAT`` (default 5); the requests must be equal, the ratio within noise.
+2. Misaligned independent writers: ``ZD_BENCH_WRITERS`` (default 32) threads, each writing one row with its
+   own ``to_zarr(region=...)`` call into 8-row chunks, on a memory store and local files: requests per writer,
+   conditional writes per merged key and the conflicts among them that were read, merged and retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+import zarr_dask
+from zarr_dask.store import LocalStore, MemoryStore, Store
+
+MIB = int(os.environ.get("ZD_BENCH_MIB", "64"))
+REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
+WRITERS = int(os.environ.get("ZD_BENCH_WRITERS", "32"))
+
+
+class UnlockedLocalStore(LocalStore):
+    """LocalStore without its per-key lock: the plain writes of a LocalStore before conditional writes."""
+
+    @contextlib.contextmanager
+    def key_lock(self, key: str) -> Iterator[None]:
+        yield
+
+
+def aligned(store_cls: type[LocalStore]) -> tuple[float, dict[str, int]]:
+    rows = MIB * 2**20 // (128 * 8)
+    data = da.random.default_rng(0).random((rows, 128), chunks=(4096, 128))
+    times, counts = [], {}
+    for _ in range(REPEAT):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = store_cls(tmp)
+            zarr_dask.create_array(store, shape=data.shape, dtype="f8", chunks=(64, 128), fill_value=0)
+            with dask.config.set(scheduler="threads", num_workers=2), store.counters.counting() as delta:
+                t0 = time.perf_counter()
+                zarr_dask.to_zarr(data, store, region=(slice(0, rows),))
+                times.append(time.perf_counter() - t0)
+            counts = dict(delta)
+    return statistics.median(times), counts
+
+
+def misaligned(store: Store) -> dict[str, Any]:
+    rows = WRITERS
+    zarr_dask.create_array(store, shape=(rows, 64), dtype="f8", chunks=(8, 64), fill_value=np.nan, overwrite=True)
+    barrier = threading.Barrier(WRITERS)
+
+    def write(i: int) -> None:
+        barrier.wait()
+        zarr_dask.to_zarr(da.full((1, 64), float(i), chunks=1), store, region=(slice(i, i + 1),))
+
+    with dask.config.set(scheduler="sync"), store.counters.counting() as delta:
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(WRITERS) as ex:
+            list(ex.map(write, range(WRITERS)))
+        seconds = time.perf_counter() - t0
+    got = zarr_dask.open_array(store)[:]
+    merged = WRITERS  # every writer merges exactly one chunk
+    return {
+        "seconds": seconds,
+        "exact": bool((got == np.arange(rows, dtype="f8")[:, None]).all()),
+        "requests per writer (metadata included)": (delta["get"] + delta["set"] + delta["delete"]) / WRITERS,
+        "conditional writes per merged key": delta["set"] / merged,
+        "conflicts retried per merged key": (delta["set"] - merged) / merged,
+    }
+
+
+def main() -> None:
+    print(f"aligned writes: {MIB} MiB in 64 KiB chunks, local files, median of {REPEAT}")
+    locked, locked_counts = aligned(LocalStore)
+    unlocked, unlocked_counts = aligned(UnlockedLocalStore)
+    print(f"  with key locks (today)    {locked:.3f} s   requests {locked_counts}")
+    print(f"  without key locks (before) {unlocked:.3f} s   requests {unlocked_counts}")
+    print(f"  ratio today / before       {locked / unlocked:.2f}x; equal requests: {locked_counts == unlocked_counts}")
+    print(f"\nmisaligned independent writers: {WRITERS} threads, one row each, 8-row chunks")
+    for name, store in (("memory", MemoryStore()), ("local", LocalStore(tempfile.mkdtemp()))):
+        result = misaligned(store)
+        print(f"  {name:7s} " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+
+
+if __name__ == "__main__":
+    main()
