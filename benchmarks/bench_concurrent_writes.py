@@ -5,7 +5,8 @@
    against the same store with the key locks switched off (what a write cost before them). Medians of
    ``ZD_BENCH_REPEAT`` (default 5); the requests must be equal, the ratio within noise.
 2. Misaligned independent writers: ``ZD_BENCH_WRITERS`` (default 32) threads, each writing one row with its
-   own ``to_zarr(region=...)`` call into 8-row chunks, on a memory store and local files: requests per writer,
+   own ``to_zarr(region=...)`` call into 8-row chunks, on a memory store, local files and moto S3 (when moto is
+   installed: ``make bench`` runs in the oracle venv, which has it): requests per writer,
    conditional writes per merged key and the conflicts among them that were read, merged and retried.
 """
 
@@ -82,6 +83,39 @@ def misaligned(store: Store) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def moto_s3() -> Iterator[Store | None]:
+    """A moto S3 server on 127.0.0.1 with a fresh bucket (its conditional writes made atomic, as S3's are; see
+    tests/conftest.py), or None when moto is not installed."""
+    try:
+        from moto.s3.responses import S3Response
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        yield None
+        return
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(name, value)
+    lock = threading.Lock()
+    for name in ("put_object", "delete_object"):
+        original = getattr(S3Response, name)
+
+        def atomic(self: Any, _original: Any = original) -> Any:
+            with lock:
+                return _original(self)
+
+        setattr(S3Response, name, atomic)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        options = {"client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"}}
+        store = zarr_dask.open_store("s3://zd-bench/a.zarr", storage_options=options)
+        store.fs.call_s3("create_bucket", Bucket="zd-bench")  # type: ignore[attr-defined]
+        yield store
+    finally:
+        server.stop()
+
+
 def main() -> None:
     print(f"aligned writes: {MIB} MiB in 64 KiB chunks, local files, median of {REPEAT}")
     locked, locked_counts = aligned(LocalStore)
@@ -90,9 +124,12 @@ def main() -> None:
     print(f"  without key locks (before) {unlocked:.3f} s   requests {unlocked_counts}")
     print(f"  ratio today / before       {locked / unlocked:.2f}x; equal requests: {locked_counts == unlocked_counts}")
     print(f"\nmisaligned independent writers: {WRITERS} threads, one row each, 8-row chunks")
-    for name, store in (("memory", MemoryStore()), ("local", LocalStore(tempfile.mkdtemp()))):
-        result = misaligned(store)
-        print(f"  {name:7s} " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+    with moto_s3() as s3:
+        stores: list[tuple[str, Store]] = [("memory", MemoryStore()), ("local", LocalStore(tempfile.mkdtemp()))]
+        stores += [("moto S3", s3)] if s3 is not None else []
+        for name, store in stores:
+            result = misaligned(store)
+            print(f"  {name:8s} " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from dask.delayed import Delayed
 
 import zarr_dask
 from tests.graph._helpers import create, reference_data
+from zarr_dask.core import nodes
 from zarr_dask.errors import IndexingError, WritePlanError
 from zarr_dask.store import MemoryStore
 
@@ -70,11 +73,16 @@ def test_concurrent_metadata_change_is_reported_not_overwritten() -> None:
     a = create(store, (6,), (4,), dtype="i4")
     a[:] = np.arange(6)
     delayed = zarr_dask.append(da.arange(3, dtype="i4", chunks=2), store, compute=False)
-    a.attrs["changed"] = True  # someone else changes the metadata meanwhile
-    with pytest.raises(WritePlanError, match="metadata changed while the append was writing"):
-        delayed.compute()
+    a.attrs["changed"] = True  # someone else changes the attributes meanwhile: merged, not lost
+    assert delayed.compute() == (9,)
     b = zarr_dask.open_array(store)
-    assert b.shape == (6,) and b.attrs["changed"] is True
+    assert b.shape == (9,) and b.attrs["changed"] is True
+    delayed = zarr_dask.append(da.arange(3, dtype="i4", chunks=2), store, compute=False)
+    foreign = dataclasses.replace(b.metadata, shape=(4,))  # another tool shrinks it meanwhile, ignoring the lease
+    nodes.write_node(store, "", foreign, overwrite=True)
+    with pytest.raises(WritePlanError, match="metadata changed while this append was under way"):
+        delayed.compute()
+    assert zarr_dask.open_array(store).shape == (4,)
 
 
 def test_retried_append_commits_once() -> None:

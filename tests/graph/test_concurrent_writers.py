@@ -173,3 +173,53 @@ def test_concurrent_appends_both_land(any_store_url: tuple[Any, Any], seed: int)
 def test_concurrent_appends_both_land_slow(any_store_url: tuple[Any, Any], seed: int) -> None:
     target, options = any_store_url
     assert run_append_case(seed, open_store(target, storage_options=options)) is None
+
+
+@pytest.mark.parametrize("seed", QUICK_SEEDS)
+def test_concurrent_xarray_appends_both_land(any_store_url: tuple[Any, Any], seed: int) -> None:
+    xr = pytest.importorskip("xarray")
+    target, options = any_store_url
+    store = open_store(target, storage_options=options)
+    rng = np.random.default_rng(seed)
+    sizes = [int(rng.integers(1, 9)) for _ in range(3)]
+    base = xr.Dataset({"v": (("t", "x"), np.full((5, 3), -5.0))})
+    zarr_dask.to_zarr_dataset(base, store, mode="w", encoding={"v": {"chunks": (int(rng.integers(2, 5)), 3)}})
+    start = threading.Barrier(len(sizes))
+
+    def job(i: int) -> None:
+        ds = xr.Dataset({"v": (("t", "x"), da.full((sizes[i], 3), float(i), chunks=2))})
+        start.wait(timeout=60)
+        with dask.config.set(scheduler="threads"):
+            zarr_dask.to_zarr_dataset(ds, store, append_dim="t")
+
+    with ThreadPoolExecutor(len(sizes)) as ex:
+        list(ex.map(job, range(len(sizes))))
+    got = xr.open_dataset(store, engine="zarr_dask", chunks=None)["v"].values
+    assert got.shape == (5 + sum(sizes), 3) and (got[:5] == -5).all()
+    runs: list[list[float]] = []
+    for value in got[5:, 0].tolist():
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    assert sorted((int(v), n) for v, n in runs) == sorted(enumerate(sizes))
+
+
+def test_a_store_without_conditional_writes_warns_once_and_does_not_arbitrate() -> None:
+    from tests.unconditional_store import UnconditionalStore
+    from zarr_dask.errors import UnprotectedWriteWarning
+
+    store = UnconditionalStore()
+    a = zarr_dask.create_array(store, shape=(20, 4), dtype="i4", chunks=(8, 4), fill_value=0)
+    with pytest.warns(UnprotectedWriteWarning, match="cannot make conditional writes") as record:
+        zarr_dask.to_zarr(da.ones((5, 4), dtype="i4", chunks=5), store, region=(slice(3, 8),))
+    assert len(record) == 1 and store.url in str(record[0].message) and "docs/safe-writes.md" in str(record[0].message)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per array and process: the second merge is silent
+        zarr_dask.to_zarr(da.ones((5, 4), dtype="i4", chunks=5), store, region=(slice(9, 14),))
+        zarr_dask.to_zarr(da.ones((8, 4), dtype="i4", chunks=8), store, region=(slice(0, 8),))  # whole keys
+    assert zarr_dask.append(da.ones((3, 4), dtype="i4", chunks=3), store) == (23, 4)  # no lease: not arbitrated
+    assert not any(k.endswith(".zd-append-lease") for k in store.list_prefix(""))
+    assert a.shape == (20, 4) and zarr_dask.open_array(store).shape == (23, 4)

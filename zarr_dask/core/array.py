@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -14,6 +15,7 @@ import numpy as np
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
 from zarr_dask.core.chunk_io import ChunkIO, is_fill
+from zarr_dask.core.commit import check_no_incomplete_append, commit_metadata
 from zarr_dask.core.consolidated import create_node, refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.core.indexing import (
@@ -23,11 +25,19 @@ from zarr_dask.core.indexing import (
     finalize_output,
     normalize_selection,
 )
-from zarr_dask.errors import ArrayNotFoundError, MetadataError, ReadOnlyError, ZarrDaskError
+from zarr_dask.core.lease import AppendLease
+from zarr_dask.errors import (
+    ArrayNotFoundError,
+    MetadataError,
+    ReadOnlyError,
+    WriteConflictError,
+    ZarrDaskError,
+)
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularDimGrid
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
+from zarr_dask.store.versioned import Versioned, conditional, retry_policy
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 
@@ -229,14 +239,34 @@ class Array:
         )
 
     def _replace_metadata(self, metadata: ArrayMetadata) -> None:
-        """Write new metadata (resize, append, attributes), then bring the consolidated metadata of the
-        enclosing groups up to date (one batched read of their documents; a write only if they hold some)."""
+        """Commit new metadata (resize, append, attributes) over the metadata this object holds, by
+        compare-and-swap (:func:`~zarr_dask.core.commit.commit_metadata`: a concurrent change of the attributes
+        is merged, any other raises), then bring the consolidated metadata of the enclosing groups up to date."""
         if self._store.read_only:
             raise ReadOnlyError("the array is read-only", store=self._store.url, path=self._path)
-        self._store.set_many(nodes.documents(self._path, metadata))
-        self._metadata = metadata
+        written, _ = commit_metadata(self._store, self._path, self._metadata, metadata)
+        self._metadata = written
         self.__dict__.pop("_io", None)
-        refresh_consolidated(self._store, self._path, metadata)
+        refresh_consolidated(self._store, self._path, written)
+
+    @contextmanager
+    def _append_turn(self) -> Iterator[None]:
+        """Hold the array's append lease (:mod:`zarr_dask.core.lease`) and re-read the metadata under it, on
+        stores with conditional writes; elsewhere just re-read."""
+        lease = AppendLease(self._store, self._path) if conditional(self._store) is not None else None
+        if lease is not None:
+            lease.acquire()
+        try:
+            node = nodes.read_node(self._store, self._path, self._metadata.zarr_format)
+            if not isinstance(node, ArrayMetadataV2 | ArrayMetadataV3):
+                raise ArrayNotFoundError("the array was removed meanwhile", store=self._store.url, path=self._path)
+            if node != self._metadata:
+                self._metadata = node
+                self.__dict__.pop("_io", None)
+            yield
+        finally:
+            if lease is not None:
+                lease.release()
 
     def _set_attributes(self, attributes: dict[str, Any]) -> None:
         self._replace_metadata(dataclasses.replace(self._metadata, attributes=attributes))
@@ -440,6 +470,9 @@ class Array:
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by the new edge
         have their outside part reset to the fill value, so growing again later shows fill, not old data.
+        Growing clears what lies beyond the old shape first (rows a failed or killed writer left there never
+        show up), then commits the shape. On stores with conditional writes a resize takes the array's append
+        lease, so it never runs in the middle of an append.
 
         A rectilinear dimension grown past the sum of its edges gets one new edge covering the growth
         (rounded up to whole inner chunks when sharded); shrinking keeps the edges
@@ -451,71 +484,119 @@ class Array:
                 store=self._store.url,
                 path=self._path,
             )
-        old_io = self._io
-        old_shape = self.shape
+        with self._append_turn():
+            old_io, old_shape = self._io, self.shape
+            grown = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n > o]
+            if grown:  # what a failed or killed writer left beyond the shape must not show up
+                self._trim_chunks(old_io, old_shape, old_shape, grown, beyond=True)
+            self._replace_metadata(self._resized(new_shape))
+            shrunk = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n < o]
+            if shrunk:
+                self._trim_chunks(old_io, old_shape, new_shape, shrunk)
+
+    def _resized(self, new_shape: tuple[int, ...]) -> ArrayMetadata:
         meta = self._metadata
         if isinstance(meta, ArrayMetadataV3) and isinstance(meta.chunk_grid, RectilinearChunkGrid):
-            inner = old_io.sharding.chunk_shape if old_io.sharding is not None else None
+            inner = self._io.sharding.chunk_shape if self._io.sharding is not None else None
             grid = meta.chunk_grid.resized(new_shape, multiple_of=inner)
-            meta = dataclasses.replace(meta, shape=new_shape, chunk_grid=grid)
-        else:
-            meta = dataclasses.replace(meta, shape=new_shape)
-        self._replace_metadata(meta)
-        if all(n >= o for n, o in zip(new_shape, old_shape, strict=True)):
-            return
-        self._trim_chunks(old_io, old_shape, new_shape)
+            return dataclasses.replace(meta, shape=new_shape, chunk_grid=grid)
+        return dataclasses.replace(meta, shape=new_shape)
 
-    def _trim_chunks(self, old_io: ChunkIO, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
-        grid = self._metadata.chunk_grid
+    def _trim_chunks(
+        self,
+        old_io: ChunkIO,
+        old_shape: tuple[int, ...],
+        new_shape: tuple[int, ...],
+        dims: list[int],
+        *,
+        beyond: bool = False,
+    ) -> None:
+        """Make everything past ``new_shape`` along ``dims`` read as fill: delete the stored keys wholly past it
+        and reset the outside part of the keys it cuts (one listing). ``beyond``: look at every stored key (data
+        a failed writer left beyond the shape), not only those inside ``old_shape``'s grid."""
+        grid = old_io.metadata.chunk_grid
         old_grid_shape = grid.grid_shape(old_shape)
-        new_grid_shape = grid.grid_shape(new_shape)
         stale: list[str] = []
         edge: list[tuple[int, ...]] = []
         prefix = key_prefix(self._path)
         for key in self._store.list_prefix(prefix):
             try:
-                coords = self._metadata.chunk_key_encoding.decode(key[len(prefix) :])
+                coords = old_io.metadata.chunk_key_encoding.decode(key[len(prefix) :])
             except ZarrDaskError:
                 continue
-            if len(coords) != self.ndim or any(c >= g for c, g in zip(coords, old_grid_shape, strict=True)):
+            if len(coords) != self.ndim or (not beyond and any(c >= g for c, g in zip(coords, old_grid_shape, strict=True))):
                 continue
-            if any(c >= g for c, g in zip(coords, new_grid_shape, strict=True)):
+            starts = [_start(old_io.grids[d], c) for d, c in enumerate(coords)]
+            if any(starts[d] is None or starts[d] >= new_shape[d] for d in dims):  # type: ignore[operator]
                 stale.append(key)
-            elif any(
-                old_io.grids[d].start(c) + old_io.grids[d].size(c) > new_shape[d] and new_shape[d] < old_shape[d]
-                for d, c in enumerate(coords)
-            ):
+            elif any(old_io.grids[d].start(coords[d]) + old_io.grids[d].size(coords[d]) > new_shape[d] for d in dims):
                 edge.append(coords)
         if stale:
             self._store.delete_many(stale)
-        self._reset_overhang(edge, new_shape)
+        self._reset_overhang(old_io, edge, new_shape)
 
-    def _reset_overhang(self, edge: list[tuple[int, ...]], new_shape: tuple[int, ...]) -> None:
-        io = self._io
-        for coords in edge:
-            key = io.chunk_key(coords)
-            data = self._store.get(key)
-            if data is None:
-                continue
-            chunk = np.array(io.decode_chunk(key, data, coords), copy=True)
-            inside = tuple(
-                slice(0, max(0, min(g.size(c), n - g.start(c)))) for g, c, n in zip(io.grids, coords, new_shape, strict=True)
+    def _reset_overhang(self, io: ChunkIO, edge: list[tuple[int, ...]], new_shape: tuple[int, ...]) -> None:
+        """Reset the part of each chunk of ``edge`` outside ``new_shape`` to the fill value, by compare-and-swap
+        where the store can (a region writer may be merging the same chunk's inside part at the same time)."""
+        cas = conditional(self._store)
+        pending = {io.chunk_key(coords): coords for coords in edge}
+        policy = retry_policy()
+        for attempt in range(1, policy.attempts + 1):
+            if not pending:
+                return
+            found = cas.get_versioned(list(pending)) if cas is not None else {
+                k: Versioned(v, None) for k, v in self._store.get_many(list(pending)).items()
+            }
+            writes: dict[str, tuple[bytes | None, object]] = {}
+            for key, coords in pending.items():
+                got = found.get(key)
+                if got is None or got.value is None:
+                    continue
+                writes[key] = (self._without_overhang(io, key, coords, got.value, new_shape), got.version)
+            if cas is None:
+                self._store.set_many({k: v for k, (v, _) in writes.items() if v is not None})
+                self._store.delete_many([k for k, (v, _) in writes.items() if v is None])
+                return
+            won = cas.set_if_unchanged(writes) if writes else {}
+            pending = {k: pending[k] for k, ok in won.items() if not ok}
+            policy.wait(attempt)
+        if pending:
+            raise WriteConflictError(
+                f"chunk {next(iter(pending))!r} kept changing while its part outside the new shape was being reset",
+                store=self._store.url,
+                path=self._path,
             )
-            fresh = np.full(chunk.shape, io.fill, dtype=chunk.dtype)
-            fresh[inside] = chunk[inside]
-            if not self._write_empty_chunks and is_fill(fresh, io.fill):
-                self._store.delete(key)  # nothing left inside the array: store nothing, as a write would
-                continue
-            self._store.set(key, io.encode_chunk(key, fresh, coords))
+
+    def _without_overhang(
+        self, io: ChunkIO, key: str, coords: tuple[int, ...], data: bytes, new_shape: tuple[int, ...]
+    ) -> bytes | None:
+        chunk = np.array(io.decode_chunk(key, data, coords), copy=True)
+        inside = tuple(
+            slice(0, max(0, min(g.size(c), n - g.start(c)))) for g, c, n in zip(io.grids, coords, new_shape, strict=True)
+        )
+        fresh = np.full(chunk.shape, io.fill, dtype=chunk.dtype)
+        fresh[inside] = chunk[inside]
+        if not self._write_empty_chunks and is_fill(fresh, io.fill):
+            return None  # nothing left inside the array: store nothing, as a write would
+        return io.encode_chunk(key, fresh, coords)
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
-        """Append ``data`` along ``axis`` (resize, then write); returns the new shape."""
+        """Append ``data`` along ``axis``; returns the new shape.
+
+        The rows are written beyond the stored shape first, then the new shape is committed by
+        compare-and-swap, so readers never see rows that are not there yet. On stores with conditional writes
+        the array's append lease makes concurrent appends (from any process) take turns."""
         data = np.asarray(data, dtype=self.dtype)
-        old = self.shape
-        new = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(old))
-        self.resize(new)
-        sel = tuple(slice(old[axis], None) if d == axis else slice(None) for d in range(self.ndim))
-        self[sel] = data
+        with self._append_turn():
+            check_no_incomplete_append(self._store, self._path, self._metadata)
+            old = self.shape
+            new = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(old))
+            grown = Array(
+                self._store, self._path, self._resized(new), allow_unsafe_codecs=self._allow_unsafe_codecs,
+                write_empty_chunks=self._write_empty_chunks, coalescing=self._coalescing,
+            )
+            grown[tuple(slice(old[axis], None) if d == axis else slice(None) for d in range(self.ndim))] = data
+            self._replace_metadata(grown._metadata)
         return new
 
     def update_attributes(self, new_attributes: Mapping[str, Any]) -> Array:
@@ -592,3 +673,11 @@ def _object_array(value: Any) -> np.ndarray[Any, Any]:
         out[()] = value
         return out
     return np.asarray(value, dtype=object)
+
+
+def _start(grid: Any, c: int) -> int | None:
+    """Where chunk ``c`` of a dimension starts, None for a chunk beyond the grid's last edge (rectilinear)."""
+    try:
+        return int(grid.start(c))
+    except (IndexError, ValueError, ZarrDaskError):
+        return None

@@ -16,17 +16,17 @@ import numpy as np
 from dask._task_spec import DataNode, Task, TaskRef
 from dask.base import tokenize
 
+from zarr_dask.core import nodes
+from zarr_dask.core.commit import commit_metadata as commit_node
+from zarr_dask.core.commit import incomplete_append
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
-from zarr_dask.errors import WriteConflictError
 from zarr_dask.graph import buffers
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
-from zarr_dask.store.versioned import conditional
 
 __all__ = [
-    "commit_documents",
     "commit_metadata",
     "done",
     "finish",
@@ -146,48 +146,15 @@ def commit_metadata(
     release(store_token, path, token)
     with _exclusive(store, path, consolidated):
         extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []
-        current = commit_documents(store, path, old, new, extra)
-        _refresh(handle, handle.metadata, consolidated, prefetched=current)
+        expected = nodes.parse_node(old, path, store)
+        written, current = commit_node(store, path, expected, handle.metadata, extra_keys=extra, what="append")
+        try:
+            _refresh(handle, written, consolidated, prefetched=current)
+        except Exception as exc:
+            raise incomplete_append(store, path, expected, written, exc) from exc
     if lease is not None:
         release_lease(store, path, lease)
     return handle.shape
-
-
-def commit_documents(
-    store: Any, path: str, old: Mapping[str, bytes], new: Mapping[str, bytes], extra: Sequence[str] = ()
-) -> dict[str, bytes]:
-    """Replace the documents ``old`` of one node by ``new`` (those that differ), only if they are still ``old``
-    (conditional writes where the store has them); documents already ``new`` are left alone (a retried
-    task). Returns every document read (``new``'s keys and ``extra``, e.g. the ancestors' for a refresh)."""
-    cas = conditional(store)
-    keys = [*new, *extra]
-    versioned = cas.get_versioned(keys) if cas is not None else None
-    current = (
-        {k: v.value for k, v in versioned.items() if v.value is not None} if versioned is not None else store.get_many(keys)
-    )
-    changed = {k: v for k, v in new.items() if current.get(k) != v}
-    if not changed:
-        return current
-    if any(current.get(k) != old.get(k) for k in changed):
-        raise _changed_error(store, path)
-    if versioned is None:
-        store.set_many(changed)
-    else:
-        won = cas.set_if_unchanged({k: (v, versioned[k].version) for k, v in changed.items()})  # type: ignore[union-attr]
-        if not all(won.values()):
-            raise _changed_error(store, path)
-    current.update(changed)
-    return current
-
-
-def _changed_error(store: Any, path: str) -> WriteConflictError:
-    return WriteConflictError(
-        "the array's metadata changed while the append was writing (another writer changed its shape or "
-        "attributes), so the new shape was not committed; the appended chunks lie beyond the stored shape and "
-        "are ignored by readers. Fix: check the array, then run the append again",
-        store=store.url,
-        path=path,
-    )
 
 
 def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:

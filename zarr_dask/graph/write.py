@@ -23,6 +23,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
+from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease
 from zarr_dask.errors import ArrayNotFoundError, IndexingError
 from zarr_dask.graph.chunking import chunks_token
@@ -340,6 +341,7 @@ def append(
     lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
     try:
         array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
+        check_no_incomplete_append(array.store, array.path, array.metadata)
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
         if compute:

@@ -84,7 +84,6 @@ class LocalStore(Store):
     Examples
     --------
     >>> import tempfile
-import threading
     >>> store = LocalStore(tempfile.mkdtemp())
     >>> store.set("a/b", b"xyz")
     >>> store.get_ranges([("a/b", -2, None)])

@@ -27,12 +27,14 @@ import numpy as np
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.chunk_io import is_fill
-from zarr_dask.errors import WritePlanError
+from zarr_dask.core.commit import commit_metadata
+from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.write import to_zarr as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import Store
+from zarr_dask.store.versioned import conditional
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, VarWrite, WriteOptions, plan_group
@@ -181,27 +183,33 @@ def _data_write(w: VarWrite, store: Store) -> Delayed:
 
 
 def _commit(
-    _tokens: Any, store: Store, docs: dict[str, bytes], expected: dict[str, Any], result: DatasetWriteResult
+    _tokens: Any,
+    store: Store,
+    docs: dict[str, bytes],
+    expected: dict[str, tuple[Any, Any]],
+    result: DatasetWriteResult,
+    lease: tuple[str, str] | None = None,
 ) -> DatasetWriteResult:
-    """After the data: check that grown arrays were not changed meanwhile, then write the final documents."""
-    if expected:
-        found = store.get_many([k for path in expected for k in nodes.candidate_keys(path, None)])
-        for path, old in expected.items():
-            now = nodes.parse_node({k: v for k, v in found.items() if k.startswith(key_prefix(path))}, path, store)
-            if now != old:
-                raise WritePlanError(
-                    "the array's metadata changed while data was being appended to it (a concurrent writer?); "
-                    "its new shape was not recorded. Re-run the append after checking the array",
-                    store=store.url,
-                    path=path,
-                )
-    if docs:
-        store.set_many(docs)
+    """After the data: commit the grown arrays' metadata by compare-and-swap (each only if it is still what the
+    plan saw; attribute changes made meanwhile are kept), write the remaining documents (consolidated
+    metadata), release the append lease (``lease``: ``(group path, token)``)."""
+    for path, (old, new) in expected.items():
+        commit_metadata(store, path, old, new, what="append")
+    rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
+    if rest:
+        store.set_many(rest)
+    if lease is not None:
+        release_lease(store, *lease)
     return result
 
 
 def execute(
-    state: StoreState, plans: list[GroupPlan], *, consolidated: bool | None, compute: bool
+    state: StoreState,
+    plans: list[GroupPlan],
+    *,
+    consolidated: bool | None,
+    compute: bool,
+    lease: AppendLease | None = None,
 ) -> DatasetWriteResult | Delayed:
     """Carry out planned group writes (see the module docstring for the order)."""
     from dask.delayed import delayed
@@ -216,7 +224,7 @@ def execute(
         for w in plan.writes:
             if w.action == "append":
                 deferred.update(nodes.documents(w.path, w.metadata))
-                expected[w.path] = w.old_metadata
+                expected[w.path] = (w.old_metadata, w.metadata)
     if _should_consolidate(state, plans, consolidated):
         cons = _consolidated_documents(root, found, fmt)
         if deferred:
@@ -236,8 +244,10 @@ def execute(
         metadata_keys=tuple([*upfront, *deferred]),
     )
     writes = [_data_write(w, store) for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
-    final = delayed(_commit, pure=False)(writes, store, deferred, expected, result)
+    final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
     if not compute:
+        if lease is not None:
+            lease.release_with(final)
         return final  # type: ignore[no-any-return]
     out: DatasetWriteResult = final.compute()
     return out
@@ -330,6 +340,16 @@ def to_zarr_dataset(
     )
     s = as_store(store, storage_options)
     path = normalize_path(group or "")
-    state = StoreState.load(s, empty=opts.mode == "w" and not path)
-    plan = plan_group(state, path, ds, opts)
-    return execute(state, [plan], consolidated=consolidated, compute=compute)
+    # appends to one group take turns (see zarr_dask.core.lease), and plan from the state after the last one
+    lease = AppendLease(s, path).acquire() if opts.append_dim is not None and conditional(s) is not None else None
+    try:
+        state = StoreState.load(s, empty=opts.mode == "w" and not path)
+        plan = plan_group(state, path, ds, opts)
+        return execute(state, [plan], consolidated=consolidated, compute=compute, lease=lease)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    finally:
+        if lease is not None and compute:
+            lease.release()
