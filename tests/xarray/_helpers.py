@@ -29,6 +29,11 @@ class RecordingStore(MemoryStore):
         self._record(list(items))
         super().set_many(items)
 
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        won = super().set_if_unchanged(items)
+        self._record([k for k, ok in won.items() if ok and items[k][0] is not None])
+        return won
+
     def set_if_not_exists(self, key: str, value: Buffer) -> bool:
         wrote = super().set_if_not_exists(key, value)
         if wrote:
