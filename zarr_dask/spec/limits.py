@@ -127,13 +127,14 @@ def limits(**changes: int) -> Iterator[Limits]:
 
 
 def _elements(shape: Sequence[int], what: str) -> int:
-    n = math.prod(shape)
+    # NumPy refuses a shape whose non-zero extents multiply beyond 2**63-1 even when another extent is 0
+    n = math.prod(max(s, 1) for s in shape)
     if n > MAX_ELEMENTS:
         raise MetadataError(
-            f"{what} {list(shape)} has {n} elements, more than 2**63-1 (an element index must fit an int64); "
-            "the metadata is corrupt or describes an array no reader can address"
+            f"{what} {list(shape)} spans {n} elements (zero extents aside), more than 2**63-1 (an element index "
+            "must fit an int64); the metadata is corrupt or describes an array no reader can address"
         )
-    return n
+    return math.prod(shape)
 
 
 def _check_chunk(shape: Sequence[int], itemsize: int, what: str) -> None:
