@@ -41,7 +41,13 @@ def default_max_age() -> float:
 
 
 def is_temp_name(name: str) -> bool:
-    """True for a temporary file's name (``.x.<random>.zd-tmp``)."""
+    """True for a temporary file's name (``.x.<random>.zd-tmp``).
+
+    Examples
+    --------
+    >>> is_temp_name(".0.3f2a9c.zd-tmp"), is_temp_name("0")
+    (True, False)
+    """
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
@@ -89,7 +95,20 @@ def sweep_directory(directory: str, max_age: float | None = None) -> list[str]:
 
 def remove_stale_temp_files(root: str, max_age: float | None = None) -> list[str]:
     """Remove every stale temporary file below ``root`` (symbolic links are not followed); returns the
-    paths removed, sorted."""
+    paths removed, sorted.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> path = os.path.join(root, ".0.3f2a9c.zd-tmp")
+    >>> open(path, "wb").close()
+    >>> remove_stale_temp_files(root) == []  # younger than an hour: perhaps a live writer's
+    True
+    >>> os.utime(path, (0, 0))
+    >>> remove_stale_temp_files(root) == [path]
+    True
+    """
     age = default_max_age() if max_age is None else max_age
     now = time.time()
     removed: list[str] = []
