@@ -39,6 +39,9 @@ _LAZY = {
     "to_zarr": "zarr_dask.graph",
     "to_zarr_dataset": "zarr_dask.xarray_backend.to_zarr",
     "to_zarr_datatree": "zarr_dask.xarray_backend.datatree",
+    "Limits": "zarr_dask.spec.limits",
+    "get_limits": "zarr_dask.spec.limits",
+    "set_limits": "zarr_dask.spec.limits",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -61,6 +64,9 @@ if TYPE_CHECKING:
     from zarr_dask.graph import explain_write as explain_write
     from zarr_dask.graph import from_zarr as from_zarr
     from zarr_dask.graph import to_zarr as to_zarr
+    from zarr_dask.spec.limits import Limits as Limits
+    from zarr_dask.spec.limits import get_limits as get_limits
+    from zarr_dask.spec.limits import set_limits as set_limits
     from zarr_dask.store import FsspecStore as FsspecStore
     from zarr_dask.store import LocalStore as LocalStore
     from zarr_dask.store import MemoryStore as MemoryStore

@@ -22,6 +22,7 @@ __all__ = [
     "FillValueError",
     "GroupNotFoundError",
     "IndexingError",
+    "InvalidModeError",
     "InvalidPathError",
     "MetadataError",
     "NodeExistsError",
@@ -107,6 +108,10 @@ class FillValueError(MetadataError):
 
 class InvalidPathError(ZarrDaskError, ValueError):
     """A node path or name that is not allowed (``..``, ``__x``, control characters, ...)."""
+
+
+class InvalidModeError(ZarrDaskError, ValueError):
+    """A ``mode`` argument that is not one of the modes the function accepts (``"R"``, ``"rw"``, ``"x"``...)."""
 
 
 class NodeNotFoundError(ZarrDaskError, FileNotFoundError):

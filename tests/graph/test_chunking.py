@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,3 +93,35 @@ def test_regular_means_equal_but_a_shorter_last() -> None:
     assert default_chunks((Units.of((3, 3, 4)),), 1, 100) == ((10,),)
     assert default_chunks((Units.of((3, 3, 4)),), 1, 8) == ((6, 4),)
     assert chunks_token(((3, 3, 4),)) != chunks_token(((3, 3, 3, 1),))
+
+
+# ------------------------------------------------------------------------------ graphs of impossible size
+@pytest.mark.parametrize("shape", [(2**62,), (2**53 + 1,), (2**61, 3)])
+@pytest.mark.parametrize("shards", [None, True])
+@pytest.mark.parametrize("chunks", [None, 1, "1KiB", {0: 10}, (7, -1)])
+def test_from_zarr_refuses_graphs_that_cannot_fit_quickly(shape, shards, chunks):
+    import time
+
+    import zarr_dask
+    from zarr_dask import errors
+
+    inner = (1,) * len(shape)
+    a = zarr_dask.create_array(
+        zarr_dask.MemoryStore(), shape=shape, dtype="u1", chunks=inner,
+        shards=tuple(2**20 if d == 0 else 1 for d in range(len(shape))) if shards else None,
+    )  # fmt: skip
+    if isinstance(chunks, tuple) and len(chunks) != len(shape):
+        chunks = chunks[: len(shape)]
+    start = time.perf_counter()
+    with pytest.raises(errors.UnsupportedFeatureError, match="dask blocks along dimension 0") as info:
+        zarr_dask.from_zarr(a, chunks=chunks)
+    assert time.perf_counter() - start < 1.0
+    assert "memory-store://" in str(info.value) and "more than the 4194304" in str(info.value)
+
+
+def test_from_zarr_of_a_huge_array_with_big_chunks_works():
+    import zarr_dask
+
+    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(2**40,), dtype="u1", chunks=(2**22,))
+    x = zarr_dask.from_zarr(a, chunks=2**30)
+    assert x.numblocks == (1024,) and int(x[:10].sum().compute()) == 0

@@ -70,7 +70,7 @@ def node_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``zarr-dask`` command."""
-    from zarr_dask.cli import convert, show, validate
+    from zarr_dask.cli import cleanup, convert, show, validate
 
     common = _common()
     parser = argparse.ArgumentParser(
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"zarr-dask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (show, validate, convert):
+    for module in (show, validate, convert, cleanup):
         module.register(sub, common)
     return parser
 

@@ -79,11 +79,24 @@ class ChunkSpec:
         """Number of elements in the chunk."""
         return math.prod(self.shape)
 
+    @property
+    def nbytes_declared(self) -> int:
+        """Bytes of the decoded chunk (object arrays: one pointer per element)."""
+        return self.size * max(self.dtype.itemsize, 1)
+
+
+#: Expansion assumed for a codec that does not say how much its decoding can expand the data (bzip2 reaches
+#: about 1:10**6 on long runs): large enough for any real codec, small enough to refuse absurd declarations.
+UNKNOWN_RATIO = 1 << 24
+
 
 class Codec(ABC):
     """Base of all codecs: a name, a kind and the JSON it is written as."""
 
     kind: ClassVar[CodecKind]
+    max_ratio: int | None = UNKNOWN_RATIO
+    """Most bytes decoding can produce per encoded byte (None: no bound at this level, e.g. sharding, whose
+    inner chunks are checked one by one). A stored object declaring more is refused before any allocation."""
     name: str
     """The v3 name (``"bytes"``, ``"zstd"``, ``"numcodecs.delta"``) or, for v2-only codecs, the numcodecs id."""
 
@@ -103,6 +116,7 @@ class ArrayArrayCodec(Codec):
     """ndarray -> ndarray (``transpose``, ``numcodecs.delta``, the v2 ``order="F"`` layout, ...)."""
 
     kind: ClassVar[CodecKind] = "array_array"
+    max_ratio: int | None = 16  # a change of data type (packbits, astype) expands at most 8x
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of the encoded array given the input ``spec`` (default: unchanged)."""

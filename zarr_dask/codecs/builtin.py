@@ -99,6 +99,8 @@ class BytesCodec(ArrayBytesCodec):
         type (numcodecs Blosc records its itemsize). Never written as JSON.
     """
 
+    max_ratio = 1
+
     name = "bytes"
 
     def __init__(
@@ -174,6 +176,7 @@ class TransposeCodec(ArrayArrayCodec):
     """``transpose``: ``encoded = decoded.transpose(order)`` (views, no copies)."""
 
     name = "transpose"
+    max_ratio = 1
 
     def __init__(self, order: tuple[int, ...] | Literal["C", "F"]) -> None:
         self.order = order
@@ -228,6 +231,7 @@ class Crc32cCodec(BytesBytesCodec):
     """``crc32c``: append the CRC-32C (Castagnoli) of the input as u32 little-endian; check and strip it."""
 
     name = "crc32c"
+    max_ratio = 1
 
     def encoded_size(self, nbytes: int) -> int | None:
         return nbytes + 4
@@ -357,6 +361,8 @@ def parse_blosc(configuration: Mapping[str, Any] | None) -> Codec:
 # ------------------------------------------------------------------------------------------------- vlen
 class VlenCodec(ArrayBytesCodec):
     """``vlen-utf8`` / ``vlen-bytes``: u32le count, then u32le length + payload per element (C order)."""
+
+    max_ratio = 2  # 4 stored bytes (at least) per 8-byte object pointer
 
     def __init__(self, kind: Literal["str", "bytes"]) -> None:
         self.vlen = kind

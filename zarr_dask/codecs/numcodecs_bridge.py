@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 import numpy as np
 
 from zarr_dask.codecs.base import (
+    UNKNOWN_RATIO,
     ArrayArrayCodec,
     ArrayBytesCodec,
     BufferLike,
@@ -308,6 +309,12 @@ _STREAM: dict[str, Callable[[Any, BufferLike, int | None], bytes]] = {
 }
 
 _PLUS4 = frozenset({"crc32", "crc32c", "adler32", "fletcher32"})
+#: Most bytes one encoded byte can decode to, per compressor, with room to spare (measured on 64 MiB of zeros:
+#: zstd 32,498x, blosc-zstd 18,315x, lz4 254x, gzip/zlib 1,028x, lzma 6,781x); checksums and shuffles 1x.
+_MAX_RATIO: dict[str, int] = {
+    "zstd": 1 << 16, "blosc": 1 << 16, "lz4": 1 << 9, "gzip": 1 << 11, "zlib": 1 << 11, "lzma": 1 << 16,
+    "shuffle": 1, **dict.fromkeys(_PLUS4, 1),
+}  # fmt: skip
 
 
 class NumcodecsBytesBytes(BytesBytesCodec):
@@ -347,6 +354,7 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         self._stream = _STREAM.get(codec_id)
         self._allow_unsafe, self._where = allow_unsafe, where
         self.decodes_into = self._into is not None
+        self.max_ratio = _MAX_RATIO.get(codec_id, UNKNOWN_RATIO)
 
     def bind(self, spec: ChunkSpec) -> Self:
         # v3 numcodecs.shuffle without elementsize takes the itemsize (zarr-python's evolve_from_array_spec)

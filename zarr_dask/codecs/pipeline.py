@@ -29,6 +29,7 @@ from zarr_dask.codecs.base import (
     ChunkSpec,
     Codec,
     as_byte_view,
+    nbytes_of,
 )
 from zarr_dask.codecs.builtin import BytesCodec, TransposeCodec
 from zarr_dask.codecs.numcodecs_bridge import NumcodecsBytesBytes
@@ -80,6 +81,13 @@ class CodecPipeline(ABC):
             Truncated, corrupt or wrongly-sized data, or a checksum mismatch.
         """
 
+    @abstractmethod
+    def check_stored(self, data: BufferLike, spec: ChunkSpec) -> None:
+        """Raise :class:`ChunkDecodeError` when ``data`` is too small to decode to a chunk of ``spec`` with these
+        codecs (each codec's :attr:`~zarr_dask.codecs.base.Codec.max_ratio`); chunks up to
+        :data:`PLAUSIBLE_FLOOR` bytes are never refused. :meth:`decode` checks this itself; callers that
+        allocate for a chunk before decoding it call it first."""
+
     def decode_into(self, data: BufferLike, spec: ChunkSpec, out: np.ndarray[Any, Any]) -> None:
         """Decode into ``out`` (shape ``spec.shape``, dtype ``numpy_dtype``), without a copy when possible.
 
@@ -115,6 +123,8 @@ class CodecPipeline(ABC):
 
 
 _DIRECT = frozenset({"zstd", "blosc", "lz4"})
+#: Decoded chunk sizes never refused for their stored size (:meth:`CodecPipeline.check_stored`).
+PLAUSIBLE_FLOOR = 1 << 20
 
 
 class _Plan:
@@ -133,7 +143,9 @@ class _Plan:
         "_stored",
         "_swap",
         "decode",
+        "declared",
         "encoded_size",
+        "max_ratio",
     )
 
     def __init__(
@@ -169,11 +181,30 @@ class _Plan:
             and all(isinstance(c, TransposeCodec) for c, _ in self.aa)
         )
         self._fast = fast
+        self.declared = spec.nbytes_declared
+        ratio: int | None = 1
+        for c in self.codecs():
+            ratio = None if ratio is None or c.max_ratio is None else ratio * c.max_ratio
+        self.max_ratio = ratio
         self._stored = self.ab.stored_dtype(spec.dtype) if isinstance(self.ab, BytesCodec) else spec.dtype
         self._swap = self._stored != spec.dtype
         self.decode: Callable[[BufferLike, ChunkSpec], np.ndarray[Any, Any]] = (
             self._decode_fast if fast else self._decode_generic
         )
+
+    def check_stored(self, data: BufferLike) -> None:
+        """Refuse a stored object too small to decode to the declared chunk (before anything is allocated)."""
+        declared, ratio = self.declared, self.max_ratio
+        if ratio is None or declared <= PLAUSIBLE_FLOOR:
+            return
+        stored = nbytes_of(data)
+        if declared > stored * ratio + PLAUSIBLE_FLOOR:
+            names = [c.name for c in self.codecs()]
+            raise ChunkDecodeError(
+                f"the stored object has {stored} bytes but the chunk is declared to decode to {declared} bytes; "
+                f"the codecs {names} expand data at most {ratio}x, so the object is corrupt or the metadata's "
+                "chunk shape is wrong (refused before allocating the chunk)"
+            )
 
     def _decode_generic(self, data: BufferLike, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         buf = data
@@ -255,9 +286,14 @@ class _ChainPipeline(CodecPipeline):
     @abstractmethod
     def _plan_for(self, spec: ChunkSpec) -> _Plan: ...
 
+    def check_stored(self, data: BufferLike, spec: ChunkSpec) -> None:
+        self._plan_for(spec).check_stored(data)
+
     def decode(self, data: BufferLike, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         try:
-            return self._plan_for(spec).decode(data, spec)
+            plan = self._plan_for(spec)
+            plan.check_stored(data)
+            return plan.decode(data, spec)
         except (ZarrDaskError, MemoryError):
             raise
         except Exception as e:
@@ -269,7 +305,9 @@ class _ChainPipeline(CodecPipeline):
         if out.shape != spec.shape:
             raise ValueError(f"out has shape {out.shape}, the chunk has shape {spec.shape}")
         try:
-            done = self._plan_for(spec).decode_into(data, spec, out)
+            plan = self._plan_for(spec)
+            plan.check_stored(data)
+            done = plan.decode_into(data, spec, out)
         except (ZarrDaskError, MemoryError):
             raise
         except Exception as e:

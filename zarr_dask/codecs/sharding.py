@@ -89,6 +89,7 @@ class ShardingCodec(ArrayBytesCodec):
 
     name = "sharding_indexed"
     uses_fill_value = True
+    max_ratio = None  # inner chunks are checked one by one; the index size follows from the limits
 
     def __init__(
         self,

@@ -43,7 +43,7 @@ from zarr_dask.convert.tasks import Box, CopyJob, build_graph, merge, run_graph
 from zarr_dask.core import nodes
 from zarr_dask.core.api import consolidate_metadata
 from zarr_dask.core.create import build_array_metadata
-from zarr_dask.errors import NodeExistsError, ZarrDaskError
+from zarr_dask.errors import InvalidModeError, NodeExistsError, ZarrDaskError
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
@@ -329,7 +329,10 @@ def convert(
     """
     t0 = time.perf_counter()
     if mode not in ("w-", "w", "resume"):
-        raise ValueError(f"mode must be 'w-', 'w' or 'resume', got {mode!r}")
+        raise InvalidModeError(
+            f"mode {mode!r} is not a convert mode: 'w-' (fail if the destination exists), 'w' (replace it) or "
+            "'resume' (finish an interrupted conversion)"
+        )
     options = TargetOptions(zarr_format=zarr_format, chunks=parse_dim_sizes(chunks, "chunks"),
                             shards=parse_dim_sizes(shards, "shards"), compressors=parse_compressor(compressors))  # fmt: skip
     dst_options = destination_storage_options

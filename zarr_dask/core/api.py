@@ -9,7 +9,7 @@ from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.consolidated import consolidated_entry, holder_documents
 from zarr_dask.core.group import Group, discover
-from zarr_dask.errors import NodeNotFoundError, ZarrDaskError
+from zarr_dask.errors import InvalidModeError, NodeNotFoundError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.paths import normalize_path
@@ -17,6 +17,32 @@ from zarr_dask.store import open_store
 
 ZarrFormat = Literal[2, 3]
 Mode = Literal["r", "r+", "a", "w", "w-"]
+MODES: dict[str, str] = {
+    "r": "read only, must exist",
+    "r+": "read/write, must exist",
+    "a": "read/write, created if missing",
+    "w": "create, replacing what is there",
+    "w-": "create, fail if something exists",
+}
+
+
+def check_mode(mode: Any, store: Any = None) -> Mode:
+    """``mode`` itself when it is one of :data:`MODES`, else :class:`~zarr_dask.errors.InvalidModeError`.
+
+    Examples
+    --------
+    >>> check_mode("r+")
+    'r+'
+    >>> check_mode("rw")
+    Traceback (most recent call last):
+    ...
+    zarr_dask.errors.InvalidModeError: mode 'rw' is not a mode zarr_dask accepts: 'r' (read only, must exist), ...
+    """
+    if isinstance(mode, str) and mode in MODES:
+        return mode  # type: ignore[return-value]
+    known = ", ".join(f"{m!r} ({what})" for m, what in MODES.items())
+    url = store.url if isinstance(getattr(store, "url", None), str) else store if isinstance(store, str) else None
+    raise InvalidModeError(f"mode {mode!r} is not a mode zarr_dask accepts: {known}", store=url)
 
 
 def open_array(
@@ -38,10 +64,12 @@ def open_array(
     path
         The node path inside the store.
     mode
-        ``"r"`` opens read-only; any other mode allows writes.
+        ``"r"`` opens read-only; ``"r+"``, ``"a"``, ``"w"`` and ``"w-"`` allow writes (the array must exist:
+        :func:`create_array` creates one); anything else is an :class:`~zarr_dask.errors.InvalidModeError`.
     allow_unsafe_codecs
         Allow codecs that can run code or build arbitrary objects on decode (pickle & co.). Off by default.
     """
+    check_mode(mode, store)
     return Array.open(
         store,
         path,
@@ -136,8 +164,10 @@ def open_group(
 
     ``mode="a"`` creates the group when nothing is there, ``"w"`` always creates (replacing what is there),
     ``"w-"`` creates and fails if something exists, ``"r"``/``"r+"`` require it to exist.
-    ``use_consolidated=None`` uses consolidated metadata when present.
+    ``use_consolidated=None`` uses consolidated metadata when present. Any other mode is an
+    :class:`~zarr_dask.errors.InvalidModeError`.
     """
+    check_mode(mode, store)
     if mode in ("w", "w-"):
         return create_group(
             store,
@@ -193,7 +223,8 @@ def open(  # noqa: A001 - the zarr-python name
     storage_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Array | Group:
-    """Open whatever node is at ``path``: an Array or a Group."""
+    """Open whatever node is at ``path``: an Array or a Group (``mode`` as for :func:`open_group`)."""
+    check_mode(mode, store)
     s = open_store(store, storage_options=dict(storage_options or {}), read_only=mode == "r")
     p = normalize_path(path)
     node = nodes.read_node(s, p, zarr_format)

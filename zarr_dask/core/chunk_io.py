@@ -80,6 +80,9 @@ _SCRATCH = threading.local()
 #: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
 #: bytes in cache between reading and decoding (big chunks go one at a time, tiny ones in hundreds).
 LOCAL_BATCH_BYTES = 2 << 20
+#: Largest chunk the native reader reads (it allocates its buffers up front); larger ones take the Python path,
+#: which checks each stored object's size against the chunk before allocating for it.
+NATIVE_MAX_CHUNK_BYTES = 64 << 20
 
 
 def io_threads() -> int:
@@ -423,6 +426,7 @@ class ChunkIO:
             if target.shape == spec.shape and target.flags.c_contiguous:
                 self.pipeline.decode_into(data, spec, target)
                 return
+            self.pipeline.check_stored(data, spec)  # before the scratch buffer is allocated
             scratch = self._scratch(spec.shape)
             self.pipeline.decode_into(data, spec, scratch)
         except ZarrDaskError as e:
@@ -462,6 +466,8 @@ class ChunkIO:
         if codec is None:
             return None
         nbytes = math.prod(spec.shape) * self.dtype.itemsize
+        if nbytes > NATIVE_MAX_CHUNK_BYTES:  # its buffers would be allocated before a byte is read
+            return None
         # room for an incompressible chunk plus any compressor's overhead; larger files take the Python path
         cap = nbytes + nbytes // 64 + 4096
         return codec, cap, self._fill_bytes, spec.shape

@@ -14,11 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from zarr_dask.errors import UnsupportedFeatureError
 from zarr_dask.spec import DimGrid, RegularDimGrid, VaryingDimGrid
 
 __all__ = [
+    "MAX_BLOCKS_PER_DIM",
     "Chunks",
     "Units",
+    "check_block_counts",
     "chunks_token",
     "default_chunks",
     "dim_units",
@@ -30,6 +33,28 @@ __all__ = [
 #: dask-style chunks: per dimension, the block lengths.
 Chunks = tuple[tuple[int, ...], ...]
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
+#: Most dask blocks along one dimension: dask holds a tuple of every block length per dimension (32 MiB here).
+MAX_BLOCKS_PER_DIM = 1 << 22
+
+
+def check_block_counts(counts: Sequence[int], shape: Sequence[int], what: str) -> None:
+    """Refuse a chunking with more than :data:`MAX_BLOCKS_PER_DIM` blocks along a dimension, before any
+    per-block tuple is built.
+
+    Examples
+    --------
+    >>> check_block_counts([2**40], [2**40], "chunks (1,)")
+    Traceback (most recent call last):
+    ...
+    zarr_dask.errors.UnsupportedFeatureError: chunks (1,) make 1099511627776 dask blocks along dimension 0 ...
+    """
+    for d, n in enumerate(counts):
+        if n > MAX_BLOCKS_PER_DIM:
+            raise UnsupportedFeatureError(
+                f"{what} make {n} dask blocks along dimension {d} of the shape {tuple(shape)}, more than the "
+                f"{MAX_BLOCKS_PER_DIM} dask can hold (it keeps every block length); pass larger chunks= (e.g. "
+                "chunks='auto' or whole storage units) or read a region of the array (zarr_dask.open_array(...)[...])"
+            )
 
 
 def is_regular(sizes: Sequence[int]) -> bool:
@@ -148,6 +173,8 @@ def default_chunks(units: Sequence[Units], itemsize: int, target: int) -> Chunks
     counts = [u.count for u in units]
     factors = merge_factors([u.largest for u in units], counts, itemsize, target)
     factors = [-(-k // -(-k // f)) for k, f in zip(counts, factors, strict=True)]
+    blocks = [-(-k // f) for k, f in zip(counts, factors, strict=True)]
+    check_block_counts(blocks, [u.extent for u in units], f"blocks of whole storage units {tuple(u.largest for u in units)}, merged up to the target size,")
     return tuple(_merge_dim(u, f) for u, f in zip(units, factors, strict=True))
 
 

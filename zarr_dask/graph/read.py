@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import uuid
 import warnings
@@ -36,10 +37,12 @@ from dask.utils import parse_bytes
 
 from zarr_dask.core.api import open_array
 from zarr_dask.core.array import Array
+from zarr_dask.errors import ZarrDaskError
 from zarr_dask.graph import buffers
 from zarr_dask.graph.chunking import (
     Chunks,
     Units,
+    check_block_counts,
     chunks_token,
     default_chunks,
     dim_units,
@@ -188,13 +191,40 @@ def unit_chunks(handle: ArrayHandle) -> tuple[Units, ...]:
     return tuple(dim_units(g, n) for g, n in zip(handle.io.grids, handle.shape, strict=True))
 
 
+def _check_user_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> None:
+    """Count the blocks of ``chunks`` given as sizes (an int, per-dimension ints / -1 / None, a dict) or as a
+    byte size, before dask builds a tuple per dimension."""
+    if isinstance(chunks, str):  # "64MiB": the busiest dimension has at least the ndim-th root of all blocks
+        blocks = math.prod(shape) * max(itemsize, 1) / max(parse_bytes(chunks), 1)
+        if shape and blocks > 1:
+            check_block_counts([math.ceil(blocks ** (1 / len(shape)))], shape, f"chunks={chunks!r}")
+        return
+    if isinstance(chunks, Mapping):
+        sizes = [chunks.get(d, chunks.get(str(d), -1)) for d in range(len(shape))]
+    elif isinstance(chunks, int | np.integer) and not isinstance(chunks, bool):
+        sizes = [chunks] * len(shape)
+    elif isinstance(chunks, tuple | list) and len(chunks) == len(shape):
+        sizes = list(chunks)
+    else:
+        return
+    counts = [
+        -(-n // int(c)) if isinstance(c, int | np.integer) and not isinstance(c, bool) and c > 0 else 1
+        for n, c in zip(shape, sizes, strict=True)
+    ]
+    check_block_counts(counts, shape, f"chunks={chunks!r}")
+
+
 def read_chunks(handle: ArrayHandle, chunks: Any = None) -> Chunks:
     """The dask chunks :func:`from_zarr` uses: whole units merged up to ``array.chunk-size`` by default,
     else ``chunks`` normalised by dask (with a :class:`PerformanceWarning` if they split units)."""
     units = unit_chunks(handle)
-    if chunks is None or (isinstance(chunks, str) and chunks == "auto"):
-        target = parse_bytes(config.get("array.chunk-size"))
-        return default_chunks(units, handle.dtype.itemsize, target)
+    try:
+        if chunks is None or (isinstance(chunks, str) and chunks == "auto"):
+            target = parse_bytes(config.get("array.chunk-size"))
+            return default_chunks(units, handle.dtype.itemsize, target)
+        _check_user_chunks(chunks, handle.shape, handle.dtype.itemsize)
+    except ZarrDaskError as e:
+        raise e.with_context(store=handle.store.url, path=handle.path) from None
     normalized: Chunks = cast(Any, normalize_chunks)(
         chunks, handle.shape, dtype=handle.dtype, previous_chunks=tuple(max(u.largest, 1) for u in units)
     )

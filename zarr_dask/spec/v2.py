@@ -37,6 +37,7 @@ from zarr_dask.spec.json import (
     prefixed,
     require_object,
 )
+from zarr_dask.spec.limits import check_geometry
 
 __all__ = ["OBJECT_CODEC_IDS", "ArrayMetadataV2", "GroupMetadataV2"]
 
@@ -154,6 +155,7 @@ class ArrayMetadataV2(JsonEquality):
             checked = tuple(_check_codec(f, f"filters[{i}]") for i, f in enumerate(self.filters))
             object.__setattr__(self, "filters", checked or None)
         _check_attributes(self.attributes)
+        check_geometry(self.shape, self.chunks, self.data_type.numpy_dtype.itemsize)
 
     # ------------------------------------------------------------------ common read-only properties
     @property

@@ -34,6 +34,7 @@ from zarr_dask.spec.json import (
     prefixed,
     require_object,
 )
+from zarr_dask.spec.limits import check_geometry
 
 if TYPE_CHECKING:
     from zarr_dask.spec.consolidated import ConsolidatedMetadata
@@ -165,6 +166,15 @@ def _check_fill(fill_value: Any, data_type: DataType) -> None:
         )
 
 
+def _largest_chunk(grid: ChunkGrid) -> tuple[int, ...]:
+    """The largest stored chunk size along each dimension (what a reader may have to decode whole)."""
+    if isinstance(grid, RectilinearChunkGrid):
+        return tuple(s if isinstance(s, int) else max(s, default=0) for s in grid.chunk_shapes)
+    if isinstance(grid, RegularChunkGrid):
+        return grid.chunk_shape
+    return ()
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ArrayMetadataV3(JsonEquality):
     """The metadata of a Zarr v3 array (``zarr.json`` with ``node_type: "array"``).
@@ -207,6 +217,7 @@ class ArrayMetadataV3(JsonEquality):
             self, "storage_transformers", _check_storage_transformers(self.storage_transformers)
         )
         _check_extra(self.extra_fields, _ARRAY_KEYS)
+        check_geometry(self.shape, _largest_chunk(self.chunk_grid), self.data_type.numpy_dtype.itemsize, self.codecs)
 
     # ------------------------------------------------------------------ common read-only properties
     @property

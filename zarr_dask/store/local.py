@@ -24,8 +24,7 @@ from zarr_dask.store.versioned import Versioned
 
 __all__ = ["TEMP_SUFFIX", "LocalStore"]
 
-#: Temporary files are named ``.<name>.<random>.zd-tmp`` next to their target; listings skip them.
-TEMP_SUFFIX = ".zd-tmp"
+from zarr_dask.store.tempfiles import TEMP_SUFFIX, remove_stale_temp_files, sweep_directory
 
 _log = logging.getLogger("zarr_dask.store")
 _WINDOWS = os.name == "nt"
@@ -477,6 +476,7 @@ class LocalStore(Store):
 
     def _write_temp(self, directory: str, name: str, value: Buffer) -> str:
         """Create ``directory`` if needed and write ``value`` into a fresh temporary file there."""
+        sweep_directory(directory)  # stale temporary files of killed writers (see store/tempfiles.py)
         for _ in range(_CREATE_ATTEMPTS):  # retry: a concurrent delete may prune the directory
             temp = os.path.join(directory, f".{name[:40]}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
             try:
@@ -531,6 +531,13 @@ class LocalStore(Store):
                 return
             self._safe_dirs.discard(directory)
             directory = os.path.dirname(directory)
+
+    def remove_stale_temp_files(self, max_age: float | None = None) -> list[str]:
+        """Remove the temporary files killed writers left below the root, if older than ``max_age`` seconds
+        (default one hour, ``ZARR_DASK_TEMP_MAX_AGE``): never the file of a live writer. Returns their paths.
+        Writes already remove those of the directories they write to."""
+        self._check_writable("remove temporary files", "")
+        return remove_stale_temp_files(self.root, max_age)
 
     # ---------------------------------------------------------------------------------------- listing
     def list_prefix(self, prefix: str) -> list[str]:

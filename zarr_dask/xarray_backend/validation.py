@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from zarr_dask.errors import InvalidModeError
+
 __all__ = [
     "WriteMode",
     "choose_mode",
@@ -40,7 +42,7 @@ def choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> W
     if mode not in ["a", "a-", "r+"] and region is not None:
         raise ValueError("cannot set region unless mode='a', mode='a-', mode='r+' or mode=None")
     if mode not in ["w", "w-", "a", "a-", "r+"]:
-        raise ValueError(
+        raise InvalidModeError(
             f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}"
         )
     return mode  # type: ignore[return-value]
