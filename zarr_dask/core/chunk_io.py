@@ -45,6 +45,8 @@ from zarr_dask.store import Store
 from zarr_dask.store.arena import read_arena
 
 _log = logging.getLogger("zarr_dask.core")
+#: ``(shard coords, inner chunks touched, the selection covers the whole shard)``
+ShardUnit = tuple[tuple[int, ...], list[InnerPart], bool]
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
@@ -292,16 +294,29 @@ class ChunkIO:
 
     def _read_shards(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Read shards partially: one batched call for indexes (or whole shards), one for inner chunks."""
+        assert self.sharding is not None
+        inner = self.sharding.chunk_shape
+        self.read_shard_units(
+            out,
+            [
+                (p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete)
+                for p in projections
+            ],
+        )
+
+    def read_shard_units(self, out: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
+        """Read the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` into ``out``: one batched
+        call for the indexes (or whole shards), one for the inner chunks' coalesced byte ranges."""
         reads = [
             ShardRead.create(
-                self.chunk_key(p.coords),
-                self.shard_codec(p.coords),
-                self.chunk_spec(p.coords),
-                inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords)),  # type: ignore[union-attr]
-                complete=p.complete,
+                self.chunk_key(coords),
+                self.shard_codec(coords),
+                self.chunk_spec(coords),
+                parts,
+                complete=complete,
                 config=self.coalescing,
             )
-            for p in projections
+            for coords, parts, complete in units
         ]
         with read_arena() as arena:  # the fetched bytes live until decoded: reuse memory, no page faults
             first = self.store.get_ranges_into([r.first_request() for r in reads], arena)
@@ -313,9 +328,9 @@ class ChunkIO:
                     raise self._shard_error(r.key, e) from e
             fetched = self.store.get_ranges_into([q for w in wanted for q in w], arena) if any(wanted) else []
             pos = 0
-            for r, w, p in zip(reads, wanted, projections, strict=True):
+            for r, w, (coords, _, _) in zip(reads, wanted, units, strict=True):
                 try:
-                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(p.coords))
+                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(coords))
                 except ZarrDaskError as e:
                     raise self._shard_error(r.key, e) from e
                 pos += len(w)
@@ -348,17 +363,28 @@ class ChunkIO:
     def _write_shards(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Write whole shards; a shard covered only partly is read, merged and written back (one set each)."""
         assert self.sharding is not None
-        keys = [self.chunk_key(p.coords) for p in projections]
-        partial = [k for k, p in zip(keys, projections, strict=True) if not p.complete]
+        inner = self.sharding.chunk_shape
+        self.write_shard_units(
+            value,
+            [
+                (p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete)
+                for p in projections
+            ],
+        )
+
+    def write_shard_units(self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
+        """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard
+        not ``complete`` is read and merged first (its untouched inner chunks are kept as bytes)."""
+        keys = [self.chunk_key(coords) for coords, _, _ in units]
+        partial = [k for k, (_, _, complete) in zip(keys, units, strict=True) if not complete]
         existing = self.store.get_many(partial) if partial else {}
         check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
         to_set: dict[str, bytes] = {}
         to_delete: list[str] = []
-        for key, p in zip(keys, projections, strict=True):
-            parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
+        for key, (coords, parts, complete) in zip(keys, units, strict=True):
             try:
                 data = write_shard(
-                    self.shard_codec(p.coords), self.chunk_spec(p.coords), parts, value, existing.get(key), is_fill=check
+                    self.shard_codec(coords), self.chunk_spec(coords), parts, value, existing.get(key), is_fill=check
                 )
             except ChunkDecodeError as e:
                 raise self._shard_error(key, e) from e
@@ -370,7 +396,7 @@ class ChunkIO:
                 ) from e
             if data is not None:
                 to_set[key] = data
-            elif p.complete or key in existing:
+            elif complete or key in existing:
                 to_delete.append(key)
         if to_set:
             self.store.set_many(to_set)
@@ -518,6 +544,13 @@ class ChunkIO:
             return out
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
         _log.debug("%s /%s: read %d storage keys", self.store.url, self.path, len(projections))
+        self.read_projections(out, projections, threads=threads)
+        return out
+
+    def read_projections(
+        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None
+    ) -> None:
+        """:meth:`read_into` over batches of ``projections`` (storage units), in parallel."""
         run_batches(
             lambda batch: self.read_into(out, batch),
             projections,
@@ -525,7 +558,6 @@ class ChunkIO:
             batched_io=self.store.batched_io,
             batch_size=self.local_batch if self._native is not None else None,  # one native call per batch
         )
-        return out
 
     # ------------------------------------------------------------------ writes
     def _new_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
