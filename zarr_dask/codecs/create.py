@@ -308,7 +308,7 @@ def v2_codecs_from_user(
     compressor = _to_v2_config(comps[0], "compressors", allow_unsafe_codecs) if comps else None
     flist = [_to_v2_config(f, "filters", allow_unsafe_codecs) for f in _items(filters, [])]
     if _is_object(data_type):
-        object_ids = {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle"}
+        object_ids = {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"}
         if not any(c["id"] in object_ids for c in [*flist, *([compressor] if compressor else [])]):
             flist.insert(0, {"id": _vlen_id(data_type)})
     pipeline_from_v2(
