@@ -19,15 +19,15 @@ FORBIDDEN_INTERNAL = {
     "codecs": {"store", "core", "graph", "zom", "xarray_backend", "cli"},
     "store": {"spec", "codecs", "core", "graph", "zom", "xarray_backend", "cli"},
     "core": {"graph", "zom", "xarray_backend", "cli"},
-    "convert": {"cli", "demo"},
-    "native": {"spec", "store", "core", "graph", "zom", "xarray_backend", "cli", "convert", "demo"},
+    "_convert": {"cli", "demo"},
+    "native": {"spec", "store", "core", "graph", "zom", "xarray_backend", "cli", "_convert", "demo"},
 }
 # third-party module -> the only zarr_dask packages allowed to import it
 ALLOWED_THIRD_PARTY = {
     "numcodecs": {"codecs"},
     "fsspec": {"store"},
     "xarray": {"xarray_backend", "demo"},
-    "dask": {"graph", "xarray_backend", "zom", "convert", "demo"},
+    "dask": {"graph", "xarray_backend", "zom", "_convert", "demo"},
     "distributed": {"graph", "xarray_backend", "cli"},
 }
 

@@ -29,7 +29,7 @@ _LAZY = {
     "Store": "zarr_dask.store",
     "open_store": "zarr_dask.store",
     "errors": "zarr_dask.errors",
-    "convert": "zarr_dask.convert",
+    "convert": "zarr_dask._convert",
     "ArraySpec": "zarr_dask.zom",
     "GroupSpec": "zarr_dask.zom",
     "zom": "zarr_dask.zom",
@@ -49,7 +49,7 @@ __all__ = sorted([*_LAZY, "__version__"])
 if TYPE_CHECKING:
     from zarr_dask import errors as errors
     from zarr_dask import zom as zom
-    from zarr_dask.convert import convert as convert
+    from zarr_dask._convert import convert as convert
     from zarr_dask.core.api import consolidate_metadata as consolidate_metadata
     from zarr_dask.core.api import create_array as create_array
     from zarr_dask.core.api import create_group as create_group
@@ -87,7 +87,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
     with _IMPORT_LOCK:  # two threads' first calls (a dask worker's) must not import the package cycle twice
         mod = importlib.import_module(module)
-        value = mod if name in ("errors", "zom", "convert") else getattr(mod, name)  # convert: a callable module
+        value = mod if name in ("errors", "zom") else getattr(mod, name)
         globals()[name] = value
     return value
 

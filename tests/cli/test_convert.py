@@ -297,7 +297,7 @@ def test_malloc_is_tuned_only_when_asked(tmp_path: Path, tune: bool) -> None:
     the command (tune_malloc=True) sets it. In a fresh process, so other tests cannot have set it."""
     code = (
         "import sys, numpy as np, zarr_dask\n"
-        "from zarr_dask.convert import tasks\n"
+        "from zarr_dask._convert import tasks\n"
         "a = zarr_dask.create_array(sys.argv[1] + '/s', shape=(64, 64), dtype='f4', chunks=(8, 8))\n"
         "a[...] = np.ones((64, 64), 'f4')\n"
         "zarr_dask.convert(sys.argv[1] + '/s', sys.argv[1] + '/d', chunks=(32, 32), threads=1,"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import zarr_dask
 from tests.cli._helpers import make_hierarchy
-from zarr_dask.convert.options import parse_compressor, parse_dim_sizes, parse_size
-from zarr_dask.convert.plan import Layout, plan_copy, task_memory
+from zarr_dask._convert.options import parse_compressor, parse_dim_sizes, parse_size
+from zarr_dask._convert.plan import Layout, plan_copy, task_memory
 from zarr_dask.core.html import array_html, group_html, spec_html
 from zarr_dask.errors import MetadataError, WritePlanError
 

@@ -159,7 +159,6 @@ UNSAFE_V2 = [
     (None, [{"id": "json2"}]),
     (None, [{"id": "msgpack2"}]),
     (None, [{"id": "vlen-array", "dtype": "<i4"}]),
-    (None, [{"id": "categorize", "labels": ["a"], "dtype": "|O"}]),
 ]
 
 
@@ -169,7 +168,7 @@ def test_unsafe_v2_codecs_refused(compressor, filters):
         pipeline_from_v2(compressor=compressor, filters=filters, data_type=dt2(None, vlen="str"), order="C")
 
 
-@pytest.mark.parametrize("codec_id", ["pickle", "json2", "msgpack2", "vlen-array", "categorize"])
+@pytest.mark.parametrize("codec_id", ["pickle", "json2", "msgpack2", "vlen-array"])
 def test_unsafe_v3_numcodecs_refused(codec_id):
     with pytest.raises(UnsafeCodecError, match=codec_id):
         v3([{"name": f"numcodecs.{codec_id}", "configuration": {}}])

@@ -263,3 +263,16 @@ def test_sharded_pipelines_pickle_by_configuration():
     q = pickle.loads(pickle.dumps(p))
     assert q == p and q.to_json() == p.to_json()
     np.testing.assert_array_equal(q.decode(encoded, s), np.arange(16).reshape(4, 4))
+
+
+def test_0d_sharded_array_roundtrip():
+    """A 0-d sharded array: ``chunk_shape: []`` in the sharding config, one inner chunk in the one shard."""
+    import zarr_dask
+    from zarr_dask.store import MemoryStore
+
+    a = zarr_dask.create_array(MemoryStore(), shape=(), chunks=(), shards=(), dtype="<i2", fill_value=3)
+    assert a[...] == 3 and a.metadata.to_json()["codecs"][0]["configuration"]["chunk_shape"] == []
+    a[...] = -9
+    assert a[...] == -9 and a.nchunks_initialized == 1
+    a[...] = 3  # back to the fill value: nothing stored
+    assert a.nchunks_initialized == 0

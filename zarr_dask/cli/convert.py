@@ -64,7 +64,7 @@ def _for(url: str, options: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from zarr_dask.convert import convert
+    from zarr_dask._convert import convert
 
     common = storage_options(args.storage_options)
     src_options = storage_options(args.src_storage_options, "--src-storage-options") or _for(args.src, common)

@@ -225,7 +225,25 @@ def _v3_codec_to_v2(codec: Codec) -> dict[str, Any]:
     )
 
 
+def v2_canonical(config: dict[str, Any]) -> dict[str, Any]:
+    """A v2 codec config as zarr-python 3.4 writes it: zstd without ``"checksum": false`` (numcodecs'
+    default, which tensorstore refuses as an extra member; ``true`` stays, the data needs it).
+
+    Examples
+    --------
+    >>> v2_canonical({"id": "zstd", "level": 3, "checksum": False}), v2_canonical({"id": "gzip", "level": 1})
+    ({'id': 'zstd', 'level': 3}, {'id': 'gzip', 'level': 1})
+    """
+    if config.get("id") == "zstd" and config.get("checksum") is False:
+        return {k: v for k, v in config.items() if k != "checksum"}
+    return config
+
+
 def _to_v2_config(obj: Any, role: str, allow_unsafe: bool) -> dict[str, Any]:
+    return v2_canonical(_v2_config(obj, role, allow_unsafe))
+
+
+def _v2_config(obj: Any, role: str, allow_unsafe: bool) -> dict[str, Any]:
     if isinstance(obj, str):
         codec_id = obj[len(NUMCODECS_PREFIX) :] if obj.startswith(NUMCODECS_PREFIX) else obj
         if codec_id in ("bytes", "transpose", "endian"):
@@ -279,7 +297,7 @@ def v2_codecs_from_user(
     >>> from zarr_dask.spec.dtypes import DataType
     >>> dt = DataType(name="|O", numpy_dtype=np.dtype(object), vlen="str", zarr_format=2)
     >>> v2_codecs_from_user(data_type=dt, compressors="zstd")
-    ({'id': 'zstd', 'level': 0, 'checksum': False}, [{'id': 'vlen-utf8'}])
+    ({'id': 'zstd', 'level': 0}, [{'id': 'vlen-utf8'}])
     """
     comps = _items(compressors, [V2_DEFAULT_COMPRESSOR])
     if len(comps) > 1:
@@ -290,7 +308,7 @@ def v2_codecs_from_user(
     compressor = _to_v2_config(comps[0], "compressors", allow_unsafe_codecs) if comps else None
     flist = [_to_v2_config(f, "filters", allow_unsafe_codecs) for f in _items(filters, [])]
     if _is_object(data_type):
-        object_ids = {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle"}
+        object_ids = {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"}
         if not any(c["id"] in object_ids for c in [*flist, *([compressor] if compressor else [])]):
             flist.insert(0, {"id": _vlen_id(data_type)})
     pipeline_from_v2(

@@ -95,7 +95,7 @@ ALLOWLIST: dict[str, NumcodecsEntry] = {
     "quantize": NumcodecsEntry("numcodecs.quantize:Quantize", _AA),
     "packbits": NumcodecsEntry("numcodecs.packbits:PackBits", _AA),
     "astype": NumcodecsEntry("numcodecs.astype:AsType", _AA),
-    "categorize": NumcodecsEntry("numcodecs.categorize:Categorize", _AA, unsafe=True),
+    "categorize": NumcodecsEntry("numcodecs.categorize:Categorize", _AA),
     "pcodec": NumcodecsEntry("numcodecs.pcodec:PCodec", _AB, package="pcodec"),
     "zfpy": NumcodecsEntry("numcodecs.zfpy:ZFPY", _AB, package="zfpy"),
     "vlen-utf8": NumcodecsEntry("numcodecs.vlen:VLenUTF8", _AB),

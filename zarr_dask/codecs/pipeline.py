@@ -613,7 +613,7 @@ def pipeline_from_v2(
     order
         ``"C"`` or ``"F"``: the default chunk memory order (each call uses ``spec.order``).
     allow_unsafe_codecs
-        Allow ``pickle``, ``json2``, ``msgpack2``, ``vlen-array``, ``categorize``.
+        Allow ``pickle``, ``json2``, ``msgpack2``, ``vlen-array``.
 
     Returns
     -------

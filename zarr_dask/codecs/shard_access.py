@@ -442,5 +442,5 @@ def write_shard(
         if is_fill is not None and is_fill(chunk):
             payloads.pop(part.coords, None)
             continue
-        payloads[part.coords] = pipeline.encode(np.ascontiguousarray(chunk), inner_spec)
+        payloads[part.coords] = pipeline.encode(np.ascontiguousarray(chunk).reshape(chunk.shape), inner_spec)  # 0-d stays 0-d
     return codec.assemble(payloads)

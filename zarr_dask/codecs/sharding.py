@@ -42,6 +42,8 @@ _UINT64 = DataType(name="uint64", numpy_dtype=np.dtype("uint64"), zarr_format=3)
 @functools.lru_cache(maxsize=64)
 def morton_order(shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """Inner-chunk coordinates in zarr-python's (compressed) Morton order; the first axis is the lowest bit."""
+    if not shape:  # a 0-d shard holds one inner chunk
+        return ((),)
     coords = np.indices(shape, dtype=np.uint64).reshape(len(shape), -1).T
     bits = [(s - 1).bit_length() for s in shape]
     code = np.zeros(len(coords), dtype=np.uint64)
@@ -65,11 +67,9 @@ class _Bound:
 
 
 def _shape_list(value: Any) -> tuple[int, ...]:
-    if (
-        not isinstance(value, list | tuple)
-        or not value
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value)
-    ):
+    if not isinstance(value, list | tuple) or any(
+        isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value
+    ):  # [] is a 0-d array's (zarr-python and tensorstore write it)
         raise MetadataError(
             f"codec 'sharding_indexed': 'chunk_shape' must be a list of positive integers, got {value!r}"
         )

@@ -26,6 +26,7 @@ from zarr_dask.core.indexing import (
     normalize_selection,
 )
 from zarr_dask.core.lease import AppendLease
+from zarr_dask.core.selections import SelectionMixin, as_value
 from zarr_dask.errors import (
     ArrayNotFoundError,
     MetadataError,
@@ -131,12 +132,13 @@ def _human(n: float) -> str:
     return str(n)
 
 
-class Array:
+class Array(SelectionMixin):
     """A Zarr array (v2 or v3) in a store.
 
     Create with :func:`zarr_dask.create_array`, open with :func:`zarr_dask.open_array`. Reading
-    (``a[...]``, ``a[0, ::2]``) and writing (``a[:10] = x``) use NumPy basic indexing: integers, slices with
-    any step, and ``Ellipsis``. Missing chunks read as the fill value.
+    (``a[...]``, ``a[0, ::2]``) and writing (``a[:10] = x``) take integers, slices with any step and
+    ``Ellipsis``, and zarr-python's integer-array and boolean-mask selections (:attr:`oindex`, :attr:`vindex`,
+    :attr:`blocks`); a read fetches only the chunks the selection touches. Missing chunks read as the fill value.
 
     Examples
     --------
@@ -145,6 +147,11 @@ class Array:
     >>> a[:] = np.arange(24).reshape(4, 6)
     >>> a[1, ::2]
     array([ 6,  8, 10], dtype=int32)
+    >>> a.oindex[[0, 3], [5, 0]]
+    array([[ 5,  0],
+           [23, 18]], dtype=int32)
+    >>> a.vindex[[0, 3], [5, 0]]
+    array([ 5, 18], dtype=int32)
     """
 
     def __init__(
@@ -428,12 +435,6 @@ class Array:
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
 
-    def __getitem__(self, selection: Any) -> Any:
-        return self.get_basic_selection(selection)
-
-    def __setitem__(self, selection: Any, value: Any) -> None:
-        self.set_basic_selection(selection, value)
-
     def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
         """Read a selection of integers, slices and Ellipsis; returns a NumPy array (a scalar for 0-d results)."""
         dims = self._dims(selection)
@@ -450,7 +451,7 @@ class Array:
             )
         dims = self._dims(selection)
         try:
-            arr = np.asarray(value, dtype=self.dtype) if self.dtype.kind != "O" else _object_array(value)
+            arr = as_value(value, self.dtype)
             full = expand_value(arr, dims)
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
@@ -664,15 +665,6 @@ class Array:
         for p in chunk_projections(dims, self._io.grids, self.shape):
             yield p.coords
 
-
-def _object_array(value: Any) -> np.ndarray[Any, Any]:
-    if isinstance(value, np.ndarray):
-        return value.astype(object) if value.dtype != object else value
-    if isinstance(value, str | bytes):
-        out = np.empty((), dtype=object)
-        out[()] = value
-        return out
-    return np.asarray(value, dtype=object)
 
 
 def _start(grid: Any, c: int) -> int | None:

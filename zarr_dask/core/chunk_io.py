@@ -55,7 +55,7 @@ from zarr_dask.store.versioned import ConditionalStore, conditional, retry_polic
 
 _log = logging.getLogger("zarr_dask.core")
 #: Builds a storage key's new bytes from the write's data and the key's stored bytes (None: nothing to store).
-_Build: TypeAlias = "Callable[[str, ChunkProjection, np.ndarray[Any, Any], BufferLike | None], bytes | None]"
+_Build: TypeAlias = "Callable[[str, Any, np.ndarray[Any, Any], BufferLike | None], bytes | None]"
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
 
@@ -74,6 +74,8 @@ def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
         UnprotectedWriteWarning,
         stacklevel=4,
     )
+#: ``(shard coords, inner chunks touched, the selection covers the whole shard)``
+ShardUnit = tuple[tuple[int, ...], list[InnerPart], bool]
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
@@ -324,16 +326,29 @@ class ChunkIO:
 
     def _read_shards(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """Read shards partially: one batched call for indexes (or whole shards), one for inner chunks."""
+        assert self.sharding is not None
+        inner = self.sharding.chunk_shape
+        self.read_shard_units(
+            out,
+            [
+                (p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete)
+                for p in projections
+            ],
+        )
+
+    def read_shard_units(self, out: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
+        """Read the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` into ``out``: one batched
+        call for the indexes (or whole shards), one for the inner chunks' coalesced byte ranges."""
         reads = [
             ShardRead.create(
-                self.chunk_key(p.coords),
-                self.shard_codec(p.coords),
-                self.chunk_spec(p.coords),
-                inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords)),  # type: ignore[union-attr]
-                complete=p.complete,
+                self.chunk_key(coords),
+                self.shard_codec(coords),
+                self.chunk_spec(coords),
+                parts,
+                complete=complete,
                 config=self.coalescing,
             )
-            for p in projections
+            for coords, parts, complete in units
         ]
         with read_arena() as arena:  # the fetched bytes live until decoded: reuse memory, no page faults
             first = self.store.get_ranges_into([r.first_request() for r in reads], arena)
@@ -345,9 +360,9 @@ class ChunkIO:
                     raise self._shard_error(r.key, e) from e
             fetched = self.store.get_ranges_into([q for w in wanted for q in w], arena) if any(wanted) else []
             pos = 0
-            for r, w, p in zip(reads, wanted, projections, strict=True):
+            for r, w, (coords, _, _) in zip(reads, wanted, units, strict=True):
                 try:
-                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(p.coords))
+                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(coords))
                 except ZarrDaskError as e:
                     raise self._shard_error(r.key, e) from e
                 pos += len(w)
@@ -521,6 +536,13 @@ class ChunkIO:
             return out
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
         _log.debug("%s /%s: read %d storage keys", self.store.url, self.path, len(projections))
+        self.read_projections(out, projections, threads=threads)
+        return out
+
+    def read_projections(
+        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None
+    ) -> None:
+        """:meth:`read_into` over batches of ``projections`` (storage units), in parallel."""
         run_batches(
             lambda batch: self.read_into(out, batch),
             projections,
@@ -528,7 +550,6 @@ class ChunkIO:
             batched_io=self.store.batched_io,
             batch_size=self.local_batch if self._native is not None else None,  # one native call per batch
         )
-        return out
 
     # ------------------------------------------------------------------ writes
     def _new_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -557,14 +578,15 @@ class ChunkIO:
             return None
         return self.encode_chunk(key, chunk, p.coords)
 
-    def _shard_bytes(self, key: str, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None) -> bytes | None:
-        """The new stored bytes of one shard (merged with ``existing`` inner chunk by inner chunk), or None when
-        no inner chunk is left to store."""
-        assert self.sharding is not None
-        parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
+    def _shard_bytes(
+        self, key: str, unit: tuple[tuple[int, ...], list[InnerPart]], value: np.ndarray[Any, Any], existing: BufferLike | None
+    ) -> bytes | None:
+        """The new stored bytes of one shard (``unit``: its coordinates and the inner chunks written, merged with
+        ``existing`` inner chunk by inner chunk), or None when no inner chunk is left to store."""
+        coords, parts = unit
         check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
         try:
-            return write_shard(self.shard_codec(p.coords), self.chunk_spec(p.coords), parts, value, existing, is_fill=check)
+            return write_shard(self.shard_codec(coords), self.chunk_spec(coords), parts, value, existing, is_fill=check)
         except ChunkDecodeError as e:
             raise self._shard_error(key, e) from e
         except ZarrDaskError as e:
@@ -586,16 +608,32 @@ class ChunkIO:
         Other stores read, merge and write the key once, protected only against the writers of this process's
         plan (an :class:`~zarr_dask.errors.UnprotectedWriteWarning` says so once per array).
         """
-        build = self._shard_bytes if self.sharding is not None else self._chunk_bytes
+        if self.sharding is not None:
+            inner = self.sharding.chunk_shape
+            self.write_shard_units(
+                value,
+                [(p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete) for p in projections],
+            )
+            return
+        self._write_keys(value, [(self.chunk_key(p.coords), p.complete, p) for p in projections], self._chunk_bytes)
+
+    def write_shard_units(self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
+        """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard not
+        ``complete`` is merged with its stored inner chunks as :meth:`write_from` merges partly covered keys."""
+        self._write_keys(
+            value, [(self.chunk_key(coords), complete, (coords, parts)) for coords, parts, complete in units], self._shard_bytes
+        )
+
+    def _write_keys(self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, bool, Any]], build: _Build) -> None:
+        """Write ``(key, covered whole, what build needs)`` items (see :meth:`write_from`)."""
         to_set: dict[str, bytes] = {}
         to_delete: list[str] = []
-        partial: dict[str, ChunkProjection] = {}
-        for p in projections:
-            key = self.chunk_key(p.coords)
-            if not p.complete:
-                partial[key] = p
+        partial: dict[str, Any] = {}
+        for key, complete, unit in items:
+            if not complete:
+                partial[key] = unit
                 continue
-            data = build(key, p, value, None)
+            data = build(key, unit, value, None)
             if data is None:
                 to_delete.append(key)
             else:
@@ -607,8 +645,8 @@ class ChunkIO:
             else:
                 _warn_unprotected(self.store.url, self.path, len(partial))
                 existing = self.store.get_many(list(partial))
-                for key, p in partial.items():
-                    data = build(key, p, value, existing.get(key))
+                for key, unit in partial.items():
+                    data = build(key, unit, value, existing.get(key))
                     if data is not None:
                         to_set[key] = data
                     elif key in existing:
@@ -619,7 +657,7 @@ class ChunkIO:
             self.store.delete_many(to_delete)
 
     def _merge_conditionally(
-        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], partial: dict[str, ChunkProjection]
+        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], partial: dict[str, Any]
     ) -> None:
         """Read-merge-write the keys of ``partial`` as optimistic transactions: one batched versioned read and
         one batched conditional write per round; the keys that lost to another writer go round again, after a

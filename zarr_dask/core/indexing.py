@@ -55,7 +55,7 @@ def _int_index(i: Any, extent: int, axis: int) -> int:
     except TypeError:
         raise _index_error(
             f"unsupported index {i!r} on axis {axis}: use integers, slices or Ellipsis "
-            "(basic indexing); for fancy indexing read into NumPy first"
+            "(basic indexing); integer arrays and boolean masks go through a.oindex[...] / a.vindex[...]"
         ) from None
     if j < 0:
         j += extent

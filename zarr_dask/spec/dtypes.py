@@ -41,8 +41,10 @@ _RAW_BITS = re.compile(r"^r([1-9][0-9]*)$")
 _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic")
 
 #: v2 object codecs: the two we read, and those that build arbitrary Python objects (refused).
-_SAFE_OBJECT_CODECS: dict[str, Vlen] = {"vlen-utf8": "str", "vlen-bytes": "bytes"}
-_UNSAFE_OBJECT_CODECS = frozenset({"vlen-array", "json2", "msgpack2", "pickle", "categorize"})
+#: ``categorize`` maps integer codes to the string labels listed in the metadata (nothing is built from the
+#: stored bytes but indexes into that list): strings, safe.
+_SAFE_OBJECT_CODECS: dict[str, Vlen] = {"vlen-utf8": "str", "vlen-bytes": "bytes", "categorize": "str"}
+_UNSAFE_OBJECT_CODECS = frozenset({"vlen-array", "json2", "msgpack2", "pickle"})
 _V2_TYPESTR = re.compile(
     r"^(?P<order>[<>|])(?:(?P<kind>[biufc])(?P<size>[0-9]+)|(?P<text>[SUV])(?P<length>[1-9][0-9]*)"
     r"|(?P<time>[Mm])8\[(?P<scale>[1-9][0-9]*)?(?P<unit>Y|M|W|D|h|m|s|ms|us|μs|ns|ps|fs|as)\]|(?P<obj>O))$"

@@ -42,7 +42,7 @@ from zarr_dask.spec.limits import check_geometry
 __all__ = ["OBJECT_CODEC_IDS", "ArrayMetadataV2", "GroupMetadataV2"]
 
 #: numcodecs ids that encode object arrays (they decide what a ``|O`` dtype holds), as in zarr-python.
-OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2")
+OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2", "categorize")
 
 _REQUIRED = ("zarr_format", "shape", "chunks", "dtype", "fill_value", "order")
 _NCZARR_PREFIX = "_nczarr"

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_dask.convert.plan import StagePlan
-from zarr_dask.convert.tasks import Box, CopyJob, Stats, write_plan
+from zarr_dask._convert.plan import StagePlan
+from zarr_dask._convert.tasks import Box, CopyJob, Stats, write_plan
 from zarr_dask.graph.plan import WritePlan
 from zarr_dask.zom import ArraySpec, GroupSpec
 

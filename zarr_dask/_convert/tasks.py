@@ -1,6 +1,6 @@
 """The copy tasks of a conversion, their dask graph and how it runs.
 
-One task copies one box (whole target units; see :mod:`zarr_dask.convert.plan`): it reads the box from the
+One task copies one box (whole target units; see :mod:`zarr_dask._convert.plan`): it reads the box from the
 source in batches of chunks, writes the target units inside it in batches, and returns the requests and bytes
 it made -- counted on fresh views of the two stores, so tasks running side by side (or in other processes,
 whose stores count separately) each report their own. A staged array's second pass waits for its first.

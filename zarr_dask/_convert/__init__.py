@@ -1,14 +1,14 @@
 """Copy a Zarr hierarchy somewhere else -- changing its format, chunks, shards and compressors -- in bounded
-memory: :func:`convert` (also callable as ``zarr_dask.convert(...)``; the command is ``zarr-dask convert``).
+memory: :func:`convert`, public as ``zarr_dask.convert`` (this package is internal; the command is ``zarr-dask convert``).
 
 How it works:
 
 1. The source hierarchy is read as a ZOM spec (:func:`zarr_dask.zom.from_store`), the selected nodes are
-   re-described for the target (:mod:`zarr_dask.convert.target`) and every metadata document of the target
+   re-described for the target (:mod:`zarr_dask._convert.target`) and every metadata document of the target
    is written up front, once (:meth:`~zarr_dask.zom.GroupSpec.to_store`: idempotent, refuses conflicts).
 2. Each array is copied in *boxes* of whole target units (shards or chunks), so every storage key has exactly
    one writer task (the dask engine's write planner checks it: :func:`zarr_dask.explain_write`'s plan of
-   each pass is in the report). Box sizes follow a memory model (:mod:`zarr_dask.convert.plan`): with
+   each pass is in the report). Box sizes follow a memory model (:mod:`zarr_dask._convert.plan`): with
    ``threads`` tasks at once, each task stays under ``max_memory / threads``. When a box that covers whole
    source chunks does not fit, the copy is staged through an intermediate array (like rechunker), under
    ``__zarr_dask_staging__/`` of the destination (or of ``temp_store``), which is deleted at the end.
@@ -28,18 +28,16 @@ import dataclasses
 import importlib
 import logging
 import os
-import sys
 import time
-import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from zarr_dask.convert.options import parse_compressor, parse_dim_sizes, parse_size
-from zarr_dask.convert.plan import Layout, StagePlan, plan_copy
-from zarr_dask.convert.report import ArrayReport, ConvertReport
-from zarr_dask.convert.target import TargetOptions, inner_chunks, select, shard_shape, target_tree
-from zarr_dask.convert.tasks import Box, CopyJob, build_graph, merge, run_graph
+from zarr_dask._convert.options import parse_compressor, parse_dim_sizes, parse_size
+from zarr_dask._convert.plan import Layout, StagePlan, plan_copy
+from zarr_dask._convert.report import ArrayReport, ConvertReport
+from zarr_dask._convert.target import TargetOptions, inner_chunks, select, shard_shape, target_tree
+from zarr_dask._convert.tasks import Box, CopyJob, build_graph, merge, run_graph
 from zarr_dask.core import nodes
 from zarr_dask.core.api import consolidate_metadata
 from zarr_dask.core.create import build_array_metadata
@@ -405,12 +403,3 @@ def _setup(
                 dst_path=normalize_path(destination_path), threads=workers[0], max_memory=workers[1], mode=mode,
                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe)  # fmt: skip
 
-
-class _CallableModule(types.ModuleType):
-    """``zarr_dask.convert`` is this module; calling it calls :func:`convert`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> ConvertReport:
-        return convert(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,239 @@
+"""zarr-python's indexing API on :class:`~zarr_dask.core.array.Array`: ``oindex``, ``vindex``, ``blocks`` and the
+``get_*_selection`` / ``set_*_selection`` methods (a mixin, so ``array.py`` keeps to storage and metadata).
+
+Parsing lives in :mod:`zarr_dask.core.fancy`, chunk IO in :mod:`zarr_dask.core.tiles`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zarr_dask.core import fancy, tiles
+from zarr_dask.errors import MetadataError, ReadOnlyError, ZarrDaskError
+
+if TYPE_CHECKING:
+    from zarr_dask.core.chunk_io import ChunkIO
+    from zarr_dask.store import Store
+
+
+class OIndex:
+    """``array.oindex[...]``: orthogonal (outer) indexing, each dimension selected independently.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://doc-oindex", shape=(4, 5), dtype="i4", chunks=(2, 2))
+    >>> a[:] = np.arange(20).reshape(4, 5)
+    >>> a.oindex[[3, 0], [True, False, False, False, True]]
+    array([[15, 19],
+           [ 0,  4]], dtype=int32)
+    """
+
+    def __init__(self, array: SelectionMixin) -> None:
+        self._array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._array.get_orthogonal_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._array.set_orthogonal_selection(selection, value)
+
+
+class VIndex:
+    """``array.vindex[...]``: coordinate (vectorized) indexing, or a boolean mask of the array's shape.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://doc-vindex", shape=(4, 5), dtype="i4", chunks=(2, 2))
+    >>> a[:] = np.arange(20).reshape(4, 5)
+    >>> a.vindex[[3, 0], [1, 4]]
+    array([16,  4], dtype=int32)
+    >>> a.vindex[np.arange(20).reshape(4, 5) % 7 == 0]
+    array([ 0,  7, 14], dtype=int32)
+    """
+
+    def __init__(self, array: SelectionMixin) -> None:
+        self._array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._array.get_coordinate_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._array.set_coordinate_selection(selection, value)
+
+
+class BlockIndex:
+    """``array.blocks[...]``: whole storage units (shards if sharded, else chunks) by their grid position.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_dask
+    >>> a = zarr_dask.create_array("memory://doc-blocks", shape=(5,), dtype="i4", chunks=(2,))
+    >>> a[:] = np.arange(5)
+    >>> a.blocks[-1], a.blocks[:2]
+    (array([4], dtype=int32), array([0, 1, 2, 3], dtype=int32))
+    """
+
+    def __init__(self, array: SelectionMixin) -> None:
+        self._array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._array.get_block_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._array.set_block_selection(selection, value)
+
+
+class SelectionMixin:
+    """The selection methods of zarr-python's ``Array`` (what ``Array[...]`` dispatches to)."""
+
+    _store: Store
+    _path: str
+
+    @property
+    def _io(self) -> ChunkIO:  # pragma: no cover - overridden by Array
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # pragma: no cover - overridden by Array
+        raise NotImplementedError
+
+    @property
+    def dtype(self) -> np.dtype[Any]:  # pragma: no cover - overridden by Array
+        raise NotImplementedError
+
+    def get_basic_selection(self, selection: Any = Ellipsis) -> Any:  # pragma: no cover - defined by Array
+        raise NotImplementedError
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:  # pragma: no cover - defined by Array
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ dispatch
+    def _selection_kind(self, selection: Any) -> str:
+        try:
+            return fancy.classify(selection, len(self.shape)) if self.shape else "basic"
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+
+    def __getitem__(self, selection: Any) -> Any:
+        """Read a selection, as zarr-python's ``Array.__getitem__`` dispatches it: integer arrays (or a boolean
+        mask of the array's shape) in every dimension → :attr:`vindex`; one integer or boolean array among
+        integers and slices, or one array per dimension with a boolean one → :attr:`oindex`; else basic
+        indexing (integers, slices with any step, ``...``)."""
+        kind = self._selection_kind(selection)
+        if kind == "vindex":
+            return self.get_coordinate_selection(selection)
+        if kind == "oindex":
+            return self.get_orthogonal_selection(selection)
+        return self.get_basic_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        """Write ``value`` (broadcast to the selection's shape) into a selection (dispatched as reads are)."""
+        kind = self._selection_kind(selection)
+        if kind == "vindex":
+            self.set_coordinate_selection(selection, value)
+        elif kind == "oindex":
+            self.set_orthogonal_selection(selection, value)
+        else:
+            self.set_basic_selection(selection, value)
+
+    @property
+    def oindex(self) -> OIndex:
+        """Orthogonal (outer) indexing: integers, slices, integer arrays and boolean arrays per dimension."""
+        return OIndex(self)
+
+    @property
+    def vindex(self) -> VIndex:
+        """Coordinate (vectorized) indexing: integer arrays broadcast together, or a boolean mask."""
+        return VIndex(self)
+
+    @property
+    def blocks(self) -> BlockIndex:
+        """Block indexing: integers and unit-step slices over the grid of storage units."""
+        return BlockIndex(self)
+
+    # ------------------------------------------------------------------ orthogonal / coordinate / mask
+    def _parse(self, parse: Any, selection: Any) -> Any:
+        try:
+            return parse(selection, self.shape)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+
+    def get_orthogonal_selection(self, selection: Any) -> Any:
+        """Read an orthogonal selection (see :attr:`oindex`); reads only the chunks it touches."""
+        if not self.shape:
+            return np.asarray(self.get_basic_selection(selection))
+        return tiles.get_selection(self._io, self._parse(fancy.orthogonal_selection, selection))
+
+    def get_coordinate_selection(self, selection: Any) -> Any:
+        """Read points (see :attr:`vindex`); reads only the chunks holding them."""
+        if not self.shape:
+            return np.asarray(self.get_basic_selection(selection))
+        return tiles.get_selection(self._io, self._parse(fancy.coordinate_selection, selection))
+
+    def get_mask_selection(self, mask: Any) -> Any:
+        """Read the elements where the boolean ``mask`` (of the array's shape) is true, in C order."""
+        return self.get_coordinate_selection((np.asarray(mask, dtype=bool),))
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` into an orthogonal selection (see :attr:`oindex`)."""
+        if not self.shape:
+            self.set_basic_selection(selection, value)
+            return
+        self._set(self._parse(fancy.orthogonal_selection, selection), value)
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` at points (see :attr:`vindex`); a repeated point takes the last value."""
+        if not self.shape:
+            self.set_basic_selection(selection, value)
+            return
+        self._set(self._parse(fancy.coordinate_selection, selection), value)
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Write ``value`` where the boolean ``mask`` (of the array's shape) is true."""
+        self.set_coordinate_selection((np.asarray(mask, dtype=bool),), value)
+
+    def _set(self, sel: fancy.OrthogonalSelection | fancy.CoordinateSelection, value: Any) -> None:
+        if self._store.read_only:
+            raise ReadOnlyError("cannot write: the array was opened read-only", store=self._store.url, path=self._path)
+        try:
+            tiles.set_selection(self._io, sel, as_value(value, self.dtype))
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+        except (ValueError, TypeError) as e:
+            raise MetadataError(
+                f"cannot write a value of type {type(value).__name__} into an array of dtype {self.dtype}: {e}",
+                store=self._store.url,
+                path=self._path,
+            ) from None
+
+    # ------------------------------------------------------------------ blocks
+    def _block_region(self, selection: Any) -> tuple[slice, ...]:
+        try:
+            return fancy.block_selection(selection, self._io.grids, self.shape)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self._store.url, path=self._path) from None
+
+    def get_block_selection(self, selection: Any) -> Any:
+        """Read whole storage units by grid position (see :attr:`blocks`)."""
+        return self.get_basic_selection(self._block_region(selection))
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write whole storage units by grid position (see :attr:`blocks`)."""
+        self.set_basic_selection(self._block_region(selection), value)
+
+
+def as_value(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """``value`` as an array of ``dtype`` (object arrays keep their elements, strings stay whole)."""
+    if dtype.kind != "O":
+        return np.asarray(value, dtype=dtype)
+    if isinstance(value, np.ndarray):
+        return value.astype(object) if value.dtype != object else value
+    if isinstance(value, str | bytes):
+        out = np.empty((), dtype=object)
+        out[()] = value
+        return out
+    return np.asarray(value, dtype=object)
