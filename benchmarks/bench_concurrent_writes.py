@@ -43,19 +43,17 @@ class UnlockedLocalStore(LocalStore):
 
 
 def aligned(store_cls: type[LocalStore]) -> tuple[float, dict[str, int]]:
+    """One aligned write into a fresh directory: (seconds, requests)."""
     rows = MIB * 2**20 // (128 * 8)
     data = da.random.default_rng(0).random((rows, 128), chunks=(4096, 128))
-    times, counts = [], {}
-    for _ in range(REPEAT):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = store_cls(tmp)
-            zarr_dask.create_array(store, shape=data.shape, dtype="f8", chunks=(64, 128), fill_value=0)
-            with dask.config.set(scheduler="threads", num_workers=2), store.counters.counting() as delta:
-                t0 = time.perf_counter()
-                zarr_dask.to_zarr(data, store, region=(slice(0, rows),))
-                times.append(time.perf_counter() - t0)
-            counts = dict(delta)
-    return statistics.median(times), counts
+    with tempfile.TemporaryDirectory() as tmp:
+        store = store_cls(tmp)
+        zarr_dask.create_array(store, shape=data.shape, dtype="f8", chunks=(64, 128), fill_value=0)
+        with dask.config.set(scheduler="threads", num_workers=2), store.counters.counting() as delta:
+            t0 = time.perf_counter()
+            zarr_dask.to_zarr(data, store, region=(slice(0, rows),))
+            seconds = time.perf_counter() - t0
+        return seconds, dict(delta)
 
 
 def misaligned(store: Store) -> dict[str, Any]:
@@ -118,8 +116,14 @@ def moto_s3() -> Iterator[Store | None]:
 
 def main() -> None:
     print(f"aligned writes: {MIB} MiB in 64 KiB chunks, local files, median of {REPEAT}")
-    locked, locked_counts = aligned(LocalStore)
-    unlocked, unlocked_counts = aligned(UnlockedLocalStore)
+    runs: dict[type[LocalStore], list[float]] = {LocalStore: [], UnlockedLocalStore: []}
+    counts: dict[type[LocalStore], dict[str, int]] = {}
+    for _ in range(REPEAT):  # interleaved, so that drift in the machine's load hits both alike
+        for cls in runs:
+            seconds, counts[cls] = aligned(cls)
+            runs[cls].append(seconds)
+    locked, unlocked = statistics.median(runs[LocalStore]), statistics.median(runs[UnlockedLocalStore])
+    locked_counts, unlocked_counts = counts[LocalStore], counts[UnlockedLocalStore]
     print(f"  with key locks (today)    {locked:.3f} s   requests {locked_counts}")
     print(f"  without key locks (before) {unlocked:.3f} s   requests {unlocked_counts}")
     print(f"  ratio today / before       {locked / unlocked:.2f}x; equal requests: {locked_counts == unlocked_counts}")
