@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
-from zarr_dask.xarray_backend.to_zarr import DatasetWriteResult, execute
+from zarr_dask.xarray_backend.to_zarr import DatasetWriteResult, execute_in_turn
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, WriteOptions, plan_group
 
 if TYPE_CHECKING:
@@ -129,8 +129,12 @@ def to_zarr_datatree(
     )
     s = as_store(store, storage_options)
     root = normalize_path(group or "")
-    state = StoreState.load(s, empty=mode_ == "w" and not root)
-    plans = _plans(dt, state, root, opts, encoding, write_inherited_coords)
-    if not plans:
-        raise ValueError(f"nothing to write: no node of the tree has variables along the region's dimensions {region!r}")
-    return execute(state, plans, consolidated=consolidated, compute=compute)
+
+    def plan() -> tuple[StoreState, list[GroupPlan]]:
+        state = StoreState.load(s, empty=mode_ == "w" and not root)
+        plans = _plans(dt, state, root, opts, encoding, write_inherited_coords)
+        if not plans:
+            raise ValueError(f"nothing to write: no node of the tree has variables along the region's dimensions {region!r}")
+        return state, plans
+
+    return execute_in_turn(s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute)

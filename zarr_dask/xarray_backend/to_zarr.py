@@ -18,7 +18,7 @@ Each metadata document is written once.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -340,12 +340,30 @@ def to_zarr_dataset(
     )
     s = as_store(store, storage_options)
     path = normalize_path(group or "")
-    # appends to one group take turns (see zarr_dask.core.lease), and plan from the state after the last one
-    lease = AppendLease(s, path).acquire() if opts.append_dim is not None and conditional(s) is not None else None
-    try:
+
+    def plan() -> tuple[StoreState, list[GroupPlan]]:
         state = StoreState.load(s, empty=opts.mode == "w" and not path)
-        plan = plan_group(state, path, ds, opts)
-        return execute(state, [plan], consolidated=consolidated, compute=compute, lease=lease)
+        return state, [plan_group(state, path, ds, opts)]
+
+    return execute_in_turn(s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute)
+
+
+def execute_in_turn(
+    store: Store,
+    path: str,
+    appending: bool,
+    plan: Callable[[], tuple[StoreState, list[GroupPlan]]],
+    *,
+    consolidated: bool | None,
+    compute: bool,
+) -> DatasetWriteResult | Delayed:
+    """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
+    appends to one group take turns and each plans from the state the previous one committed (see
+    :mod:`zarr_dask.core.lease`). The commit gives the lease back (a lazy write also when it is dropped)."""
+    lease = AppendLease(store, path).acquire() if appending and conditional(store) is not None else None
+    try:
+        state, plans = plan()
+        return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease)
     except BaseException:
         if lease is not None:
             lease.release()
