@@ -33,6 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from zarr_dask._convert.dims import LayoutChange, check_dimension_keys
 from zarr_dask._convert.options import parse_compressor, parse_dim_sizes, parse_size
 from zarr_dask._convert.plan import Layout, StagePlan, plan_copy
 from zarr_dask._convert.report import ArrayReport, ConvertReport
@@ -48,7 +49,7 @@ from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
 from zarr_dask.store import MemoryStore, Store, open_store
 from zarr_dask.zom import ArraySpec, GroupSpec, from_store
 
-__all__ = ["ArrayReport", "ConvertReport", "TargetOptions", "convert", "parse_compressor", "parse_dim_sizes", "parse_size"]
+__all__ = ["ArrayReport", "ConvertReport", "LayoutChange", "TargetOptions", "convert", "parse_compressor", "parse_dim_sizes", "parse_size"]
 
 log = logging.getLogger("zarr_dask.convert")
 
@@ -73,6 +74,7 @@ class _Run:
     write_empty_chunks: bool
     allow_unsafe_codecs: bool
     arrays: list[ArrayReport] = field(default_factory=list)
+    changes: dict[str, list[LayoutChange]] = field(default_factory=dict)
     jobs: list[list[tuple[CopyJob, list[Box]]]] = field(default_factory=list)
 
 
@@ -191,12 +193,14 @@ def _jobs(run: _Run, rel: str, src_meta: ArrayMetadata, dst_meta: ArrayMetadata,
         stages.append((first, first.pending(mid_present)))
     stages.append((last, pending))
     run.jobs.append(stages)
-    report = ArrayReport.of(rel, plan, stages)
+    report = ArrayReport.of(rel, plan, stages, run.changes.get(rel, ()))
     run.arrays.append(report)
     kind = f"staged copy through chunks {plan.intermediate}" if plan.staged else "direct copy"
     log.info("/%s: %s; %s", rel, kind, "; ".join(
         f"pass {i + 1}: {p.pending} of {p.tasks} task(s) of {p.box}, ~{p.memory >> 20} MiB each" for i, p in enumerate(report.passes)
     ))
+    for change in report.changes:
+        log.info("/%s: %s", rel, change)
 
 
 def _prepare_destination(run: _Run, target: ArraySpec | GroupSpec) -> None:
@@ -269,9 +273,12 @@ def convert(
         2 or 3; None keeps each node's format.
     chunks
         ``"keep"``, ``"auto"``, ``{dimension name or axis: size}`` or ``"time=720,lat=30"`` (the inner chunks
-        when sharded; -1 = the whole dimension; dimensions not named keep their size).
+        when sharded; -1 = the whole dimension; dimensions not named keep their size). A name or axis that no
+        selected array has is an error (:class:`~zarr_dask.errors.MetadataError` listing the names there are).
     shards
-        ``"keep"``, None (unsharded), ``"auto"`` (~64 MiB shards) or ``{dimension: size}`` / ``"lat=180"``.
+        ``"keep"``, None (unsharded), ``"auto"`` (~64 MiB shards) or ``{dimension: size}`` / ``"lat=180"``
+        (names checked as for ``chunks``). Kept chunk sizes that do not divide the asked shards are reduced
+        to the gcd of the two; the report lists each such change (:attr:`ConvertReport.changes`).
     compressors
         ``"keep"``, None, ``"zstd:3"``-style text or anything :func:`zarr_dask.create_array` takes.
     include, exclude
@@ -311,7 +318,8 @@ def convert(
     Returns
     -------
     ConvertReport
-        The per-array plans and, unless ``dry_run``, bytes, requests and time.
+        The per-array plans and layout changes and, unless ``dry_run``, bytes (the data once, and what every
+        pass moved), requests and time.
 
     Examples
     --------
@@ -344,7 +352,8 @@ def convert(
         _check_overlap(run)
         _check_scheduler(run, client)
         spec = _read_source(run.src, run.src_path, include, exclude)
-        target = target_tree(spec, options)
+        _check_dimension_keys(run, spec, options)
+        target = target_tree(spec, options, changes=run.changes)
         targets = dict(_arrays(target))
         arrays = [(rel, node.metadata, targets[rel].metadata) for rel, node in _arrays(spec)]
         plans = [_plan(run, rel, s, d) for rel, s, d in arrays]  # refusals come before any write
@@ -378,6 +387,15 @@ def _check_overlap(run: _Run) -> None:
             store=run.dst.url,
             path=b,
         )
+
+
+def _check_dimension_keys(run: _Run, spec: ArraySpec | GroupSpec, options: TargetOptions) -> None:
+    """Refuse --chunks/--shards keys that match no dimension of the selected arrays (typos)."""
+    try:
+        check_dimension_keys([(rel, node.metadata) for rel, node in _arrays(spec)],
+                             {"chunks": options.chunks, "shards": options.shards})  # fmt: skip
+    except ZarrDaskError as e:
+        raise e.with_context(store=run.src.url, path=run.src_path) from None
 
 
 def _check_scheduler(run: _Run, client: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_dask._convert.dims import LayoutChange
 from zarr_dask._convert.plan import StagePlan
 from zarr_dask._convert.tasks import Box, CopyJob, Stats, write_plan
 from zarr_dask.graph.plan import WritePlan
@@ -41,16 +42,19 @@ class PassReport:
 
 @dataclass(frozen=True, kw_only=True)
 class ArrayReport:
-    """How one array is copied."""
+    """How one array is copied; ``changes``: the layout changes made without being asked."""
 
     path: str
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     plan: StagePlan
     passes: tuple[PassReport, ...]
+    changes: tuple[LayoutChange, ...] = ()
 
     @classmethod
-    def of(cls, path: str, plan: StagePlan, stages: Sequence[tuple[CopyJob, list[Box]]]) -> ArrayReport:
+    def of(
+        cls, path: str, plan: StagePlan, stages: Sequence[tuple[CopyJob, list[Box]]], changes: Sequence[LayoutChange] = ()
+    ) -> ArrayReport:
         passes = []
         for (job, boxes), stage in zip(stages, plan.stages[-len(stages) :], strict=True):
             wp = write_plan(job)
@@ -59,7 +63,7 @@ class ArrayReport:
                 pending=len(boxes), memory=stage.memory, write_plan=wp,
             ))  # fmt: skip
         last = stages[-1][0].target
-        return cls(path=path, shape=last.shape, dtype=last.dtype, plan=plan, passes=tuple(passes))
+        return cls(path=path, shape=last.shape, dtype=last.dtype, plan=plan, passes=tuple(passes), changes=tuple(changes))
 
     @property
     def nbytes(self) -> int:
@@ -74,6 +78,7 @@ class ArrayReport:
             f"  source chunks {first.source.chunk} (units {first.source.unit}) -> target chunks "
             f"{last.target.chunk} (units {last.target.unit}); {kind}",
         ]
+        lines += [f"  changed: {c}" for c in self.changes]
         for i, p in enumerate(self.passes):
             todo = f", {p.tasks - p.pending} already done" if p.pending != p.tasks else ""
             lines.append(f"  pass {i + 1}: /{p.source} -> /{p.target}: {p.tasks} task(s) of {p.box}{todo}, "
@@ -91,8 +96,9 @@ def _count_groups(node: ArraySpec | GroupSpec) -> int:
 class ConvertReport:
     """The outcome of :func:`zarr_dask.convert`.
 
-    ``stats`` sums what the copy tasks measured (``nbytes`` of data, ``bytes_read``/``bytes_written`` and
-    the requests, counted in the tasks, wherever they ran); ``metadata_requests`` counts this process's own
+    ``stats`` sums what the copy tasks measured (``data_bytes``: the data copied, counted once; ``nbytes``:
+    the data every pass moved, twice for a staged array; ``bytes_read``/``bytes_written`` and the requests,
+    counted in the tasks, wherever they ran); ``metadata_requests`` counts this process's own
     requests (reading the source hierarchy, writing metadata, listings).
     """
 
@@ -117,6 +123,16 @@ class ConvertReport:
                    seconds=seconds, stats=dict(stats), metadata_requests=meta)  # fmt: skip
 
     @property
+    def passes(self) -> int:
+        """Passes over the data: 2 when an array is staged through an intermediate array, else 1."""
+        return max((len(a.plan.stages) for a in self.arrays), default=1)
+
+    @property
+    def changes(self) -> list[tuple[str, LayoutChange]]:
+        """``(array path, change)`` for every layout change made without being asked."""
+        return [(a.path, c) for a in self.arrays for c in a.changes]
+
+    @property
     def requests(self) -> int:
         """Every store request: the tasks' and this process's."""
         s = self.stats
@@ -135,22 +151,37 @@ class ConvertReport:
                 parts.append("\n".join("    " + line for line in repr(wp).splitlines()))
         return "\n".join(parts)
 
+    def _changed(self) -> list[str]:
+        return [f"  changed /{path}: {c}" for path, c in self.changes]
+
+    def _data(self, secs: float) -> str:
+        """The data copied (once), the passes, and what staging moved in all."""
+        data, moved = self.stats.get("data_bytes", 0), self.stats.get("nbytes", 0)
+        line = f"  data    {human(data)} in {self.passes} pass{'es' if self.passes > 1 else ''} ({human(data / secs)}/s)"
+        staged = sum(a.plan.staged for a in self.arrays)
+        if staged:
+            line += (f"; {staged} of {len(self.arrays)} array(s) staged through an intermediate array, "
+                     f"{human(moved)} moved in all")  # fmt: skip
+        return line
+
     def summary(self) -> str:
-        """One paragraph: what was copied, bytes, time, throughput, requests."""
+        """One paragraph: what was copied (the data once, and the passes), bytes, time, throughput, requests,
+        and the layout changes made without being asked."""
         s = self.stats
         if self.dry_run:
             pending = sum(p.pending for a in self.arrays for p in a.passes)
-            return f"dry run: nothing written; {pending} copy task(s) would run"
+            return "\n".join([f"dry run: nothing written; {pending} copy task(s) would run", *self._changed()])
         secs = max(self.seconds, 1e-9)
         done = sum(p.tasks - p.pending for a in self.arrays for p in a.passes)
         lines = [
             f"converted {len(self.arrays)} array(s) and {self.groups} group(s) in {self.seconds:.2f} s "
             f"({s.get('tasks', 0)} copy task(s)" + (f", {done} skipped: already written" if done else "") + ")",
-            f"  data    {human(s.get('nbytes', 0))} ({human(s.get('nbytes', 0) / secs)}/s)",
+            self._data(secs),
             f"  read    {human(s.get('bytes_read', 0))} in {s.get('read_requests', 0)} request(s)",
             f"  written {human(s.get('bytes_written', 0))} in {s.get('write_requests', 0)} request(s) "
             f"({human(s.get('bytes_written', 0) / secs)}/s)",
             f"  requests {self.requests} in total (incl. {self.metadata_requests} for metadata and listings here)",
+            *self._changed(),
         ]
         return "\n".join(lines)
 
@@ -166,6 +197,7 @@ class ConvertReport:
             "groups": self.groups,
             "requests": self.requests,
             "metadata_requests": self.metadata_requests,
+            "passes": self.passes,
             "stats": self.stats,
             "arrays": [
                 {
@@ -173,6 +205,7 @@ class ConvertReport:
                     "shape": list(a.shape),
                     "staged": a.plan.staged,
                     "intermediate_chunks": list(a.plan.intermediate) if a.plan.intermediate else None,
+                    "changes": [c.to_json() for c in a.changes],
                     "passes": [
                         {"source": p.source, "target": p.target, "box": list(p.box), "tasks": p.tasks,
                          "pending": p.pending, "memory": p.memory}  # fmt: skip

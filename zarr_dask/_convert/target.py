@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from zarr_dask._convert.dims import LayoutChange
 from zarr_dask.codecs import ArrayArrayCodec, ArrayBytesCodec, v2_codecs_from_user, v3_codecs_from_user
 from zarr_dask.codecs.registry import codec_from_v3
 from zarr_dask.core.create import build_array_metadata, resolve_chunks, resolve_shards
@@ -93,11 +94,15 @@ def _is_dimension_coordinate(name: str, meta: ArrayMetadata) -> bool:
     return len(meta.shape) == 1 and meta.dimension_names is not None and meta.dimension_names[0] == name
 
 
-def target_tree(node: ArraySpec | GroupSpec, options: TargetOptions, path: str = "") -> ArraySpec | GroupSpec:
+def target_tree(
+    node: ArraySpec | GroupSpec, options: TargetOptions, path: str = "",
+    changes: dict[str, list[LayoutChange]] | None = None,
+) -> ArraySpec | GroupSpec:  # fmt: skip
     """The target spec of a (selected) source spec; errors name the node.
 
     Dimension coordinates (1-D arrays named like their dimension, xarray's indexes, read whole) keep their
-    chunks and shards when those are given per dimension name.
+    chunks and shards when those are given per dimension name. ``changes`` (when given) receives, per array
+    path, the layout changes made without being asked (:class:`~zarr_dask._convert.dims.LayoutChange`).
     """
     if isinstance(node, ArraySpec):
         if _is_dimension_coordinate(path.rpartition("/")[2], node.metadata):
@@ -106,13 +111,18 @@ def target_tree(node: ArraySpec | GroupSpec, options: TargetOptions, path: str =
                 chunks=options.chunks if not isinstance(options.chunks, Mapping) else "keep",
                 shards=options.shards if not isinstance(options.shards, Mapping) else "keep",
             )
+        found: list[LayoutChange] = []
         try:
-            return ArraySpec(metadata=target_array(node.metadata, options))
+            spec = ArraySpec(metadata=target_array(node.metadata, options, changes=found))
         except ZarrDaskError as e:
             raise prefixed(e, f"array {'/' + path!r}") from None
+        if changes is not None and found:
+            changes[path] = found
+        return spec
     fmt = options.zarr_format or node.zarr_format
     members = {
-        name: target_tree(child, options, f"{path}/{name}" if path else name) for name, child in (node.members or {}).items()
+        name: target_tree(child, options, f"{path}/{name}" if path else name, changes)
+        for name, child in (node.members or {}).items()
     }
     return GroupSpec(
         zarr_format=fmt,
@@ -212,9 +222,10 @@ def _new_shards(meta: ArrayMetadata, options: TargetOptions, chunks: Any) -> Any
     return tuple(d if s is None else s for s, d in zip(sizes, default, strict=True))
 
 
-def _fit_chunks(meta: ArrayMetadata, options: TargetOptions, chunks: Any, shards: Any) -> Any:
+def _fit_chunks(meta: ArrayMetadata, options: TargetOptions, chunks: Any, shards: Any, changes: list[LayoutChange]) -> Any:
     """Kept (not asked for) inner chunk sizes shrink to divide the asked shard sizes: ``--shards lat=6`` over
-    chunks of 12 gives inner chunks of 6 (the gcd); chunk sizes given explicitly are never changed."""
+    chunks of 12 gives inner chunks of 6 (the gcd), recorded in ``changes``; chunk sizes given explicitly are
+    never changed."""
     if not isinstance(chunks, tuple) or not isinstance(shards, tuple):
         return chunks
     spec = options.chunks
@@ -223,9 +234,12 @@ def _fit_chunks(meta: ArrayMetadata, options: TargetOptions, chunks: Any, shards
         isinstance(spec, tuple | list) or (isinstance(spec, Mapping) and (d in spec or (n is not None and n in spec)))
         for d, n in enumerate(names)
     ]
-    return tuple(
-        c if e or s % c == 0 else math.gcd(c, s) for c, s, e in zip(chunks, shards, explicit, strict=True)
-    )
+    fitted = tuple(c if e or s % c == 0 else math.gcd(c, s) for c, s, e in zip(chunks, shards, explicit, strict=True))
+    changes += [
+        LayoutChange(dimension=d if n is None else n, kept=c, shard=s, used=f)
+        for d, (n, c, s, f) in enumerate(zip(names, chunks, shards, fitted, strict=True)) if f != c
+    ]  # fmt: skip
+    return fitted
 
 
 def _clip_shards(shape: Sequence[int], chunks: Any, shards: Any) -> Any:
@@ -247,7 +261,7 @@ def _xarray_fill_to_v3(meta: ArrayMetadataV2, attributes: dict[str, Any]) -> dic
     return attributes
 
 
-def _v3(meta: ArrayMetadata, options: TargetOptions) -> ArrayMetadataV3:
+def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]) -> ArrayMetadataV3:
     m3: Any = meta if isinstance(meta, ArrayMetadataV3) else array_to_format(meta, 3, chunk_key_encoding="default")
     attributes = dict(m3.attributes)
     if isinstance(meta, ArrayMetadataV2):
@@ -259,7 +273,7 @@ def _v3(meta: ArrayMetadata, options: TargetOptions) -> ArrayMetadataV3:
         compressors = options.compressors
     chunks = _new_chunks(meta, options)
     shards = _new_shards(meta, options, chunks)
-    chunks = _fit_chunks(meta, options, chunks, shards)
+    chunks = _fit_chunks(meta, options, chunks, shards, changes)
     shards = _clip_shards(meta.shape, chunks, shards)
     itemsize = m3.data_type.itemsize or 16
     if shards is not None:
@@ -344,8 +358,9 @@ def _v2(meta: ArrayMetadata, options: TargetOptions) -> ArrayMetadataV2:
     return dataclasses.replace(out, fill_value=None) if xarray_var and fill is None else out
 
 
-def target_array(meta: ArrayMetadata, options: TargetOptions) -> ArrayMetadata:
-    """The metadata of the converted array (see the module docstring).
+def target_array(meta: ArrayMetadata, options: TargetOptions, *, changes: list[LayoutChange] | None = None) -> ArrayMetadata:
+    """The metadata of the converted array (see the module docstring); ``changes`` (when given) receives the
+    layout changes made without being asked (kept chunks reduced to divide the asked shards).
 
     Examples
     --------
@@ -357,8 +372,12 @@ def target_array(meta: ArrayMetadata, options: TargetOptions) -> ArrayMetadata:
     ((48, 90), [48, 15], ('time', 'lat'))
     >>> dst.attributes["_FillValue"]
     'AAAAAAAA+H8='
+    >>> changes = []
+    >>> dst = target_array(src, TargetOptions(zarr_format=3, shards={"time": 36}), changes=changes)
+    >>> dst.codecs[0]["configuration"]["chunk_shape"], [str(c) for c in changes]
+    ([12, 45], ["inner chunks along 'time' reduced from 24 to 12 so that they divide the shards of 36 (2x more chunks); give --chunks time=N with N dividing 36, or shards that are a multiple of 24"])
     """
     fmt = options.zarr_format or meta.zarr_format
     if fmt == 3:
-        return _v3(meta, options)
+        return _v3(meta, options, changes if changes is not None else [])
     return _v2(meta, options)

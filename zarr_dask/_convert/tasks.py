@@ -34,9 +34,10 @@ __all__ = ["CopyJob", "Stats", "build_graph", "copy_box", "merge", "run_graph", 
 log = logging.getLogger("zarr_dask.convert")
 
 Box = tuple[tuple[int, int], ...]
-#: Counters every task reports (summed over the tasks).
+#: Counters every task reports (summed over the tasks): ``nbytes`` counts every pass's boxes, ``data_bytes``
+#: the final pass's only (the data copied, once, however many passes a staged copy makes).
 STAT_KINDS = (
-    "tasks", "nbytes", "read_requests", "bytes_read", "write_requests", "bytes_written", "delete_requests",
+    "tasks", "nbytes", "data_bytes", "read_requests", "bytes_read", "write_requests", "bytes_written", "delete_requests",
     "list_requests",
 )  # fmt: skip
 Stats = dict[str, int]
@@ -164,9 +165,10 @@ def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_b
 
 def copy_box(
     source: ArrayHandle, target: ArrayHandle, box: Box, read_batch: int, write_batch: int, workers: int,
-    tune_malloc: bool = False, *_after: Any,
+    tune_malloc: bool = False, final: bool = True, *_after: Any,
 ) -> Stats:  # fmt: skip
-    """Copy one box; returns the task's :data:`Stats` (never data). ``tune_malloc``: see :func:`_tune_malloc`."""
+    """Copy one box; returns the task's :data:`Stats` (never data). ``tune_malloc``: see :func:`_tune_malloc`;
+    ``final``: the box belongs to the array's last pass (its bytes count as ``data_bytes``)."""
     src = ArrayHandle(source.store.with_read_only(True), source.path, source.metadata,
                       allow_unsafe_codecs=source.allow_unsafe_codecs)  # fmt: skip
     dst = ArrayHandle(target.store.with_read_only(False), target.path, target.metadata,
@@ -184,6 +186,7 @@ def copy_box(
     return {
         "tasks": 1,
         "nbytes": nbytes,
+        "data_bytes": nbytes if final else 0,
         "read_requests": r.get("get", 0) + r.get("get_range", 0),
         "bytes_read": r.get("bytes_read", 0),
         "write_requests": w.get("set", 0),
@@ -232,7 +235,7 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_m
             for b, box in enumerate(boxes):
                 key = (f"{name}-copy-{a}-{s}", b)
                 tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch,
-                                  job.workers, tune_malloc, *after)  # fmt: skip
+                                  job.workers, tune_malloc, s == len(stages) - 1, *after)  # fmt: skip
                 keys.append(key)
             done = (f"{name}-done", a, s)
             _fan_in(keys, f"{name}-{a}-{s}", done, tasks)

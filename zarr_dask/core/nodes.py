@@ -28,7 +28,7 @@ from zarr_dask.spec import (
 )
 from zarr_dask.spec import json as zjson
 from zarr_dask.spec.consolidated import ConsolidatedMetadata, parse_consolidated_v2
-from zarr_dask.spec.paths import key_prefix, parent_paths
+from zarr_dask.spec.paths import key_prefix, parent_paths, validate_node_path
 from zarr_dask.store import Store
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
@@ -197,7 +197,8 @@ def write_node(
     overwrite: bool = False,
     extra_keys: Sequence[str] = (),
 ) -> dict[str, bytes]:
-    """Create a node: refuse an existing one unless ``overwrite``; then parents, then the node's documents.
+    """Create a node: refuse a name the format reserves (:func:`~zarr_dask.spec.paths.validate_node_path`) and an
+    existing node unless ``overwrite``; then parents, then the node's documents.
 
     Returns the ancestors' documents as read before the write, with ``extra_keys`` (read in the same batch):
     what a caller needs to refresh consolidated metadata without another round trip."""
@@ -208,6 +209,10 @@ def write_node(
             path=path,
         )
     zarr_format: ZarrFormat = metadata.zarr_format
+    try:
+        validate_node_path(path, zarr_format)  # the names every creation is checked against
+    except ZarrDaskError as e:
+        raise e.with_context(store=store.url, path=path) from None
     existing = read_node(store, path)
     if existing is not None:
         if not overwrite:

@@ -36,6 +36,7 @@ from zarr_dask.spec.paths import (
     normalize_path,
     parent_paths,
     validate_node_name,
+    validate_node_path,
 )
 from zarr_dask.spec.v2 import ArrayMetadataV2, GroupMetadataV2
 from zarr_dask.spec.v3 import ArrayMetadataV3, GroupMetadataV3
@@ -74,6 +75,7 @@ __all__ = [
     "parse_group_metadata",
     "parse_node_metadata",
     "validate_node_name",
+    "validate_node_path",
 ]
 
 ArrayMetadata: TypeAlias = ArrayMetadataV2 | ArrayMetadataV3

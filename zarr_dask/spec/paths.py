@@ -19,6 +19,7 @@ __all__ = [
     "normalize_path",
     "parent_paths",
     "validate_node_name",
+    "validate_node_path",
 ]
 
 _RUNS_OF_SLASHES = re.compile(r"/{2,}")
@@ -122,6 +123,34 @@ def validate_node_name(name: str, zarr_format: int) -> None:
     problem = _name_problem(name, zarr_format)
     if problem is not None:
         raise InvalidPathError(f"node name {name!r} {problem}")
+
+
+def validate_node_path(path: str, zarr_format: int) -> str:
+    """Normalise the path of a node to be created and check each of its names (:func:`validate_node_name`):
+    the one place creation checks names, whatever the store (``InvalidPathError`` documents ``__x`` as
+    reserved, and it is, in Zarr v3). Existing nodes are opened whatever their names.
+
+    Returns
+    -------
+    str
+        The normalised path.
+
+    Examples
+    --------
+    >>> validate_node_path("/group/temperature", 3)
+    'group/temperature'
+    >>> validate_node_path("group/__x", 3)
+    Traceback (most recent call last):
+    ...
+    zarr_dask.errors.InvalidPathError: node name '__x' starts with '__', which Zarr v3 reserves; rename it
+    >>> validate_node_path("group/__x", 2)
+    'group/__x'
+    """
+    result = normalize_path(path)
+    if result:
+        for name in result.split("/"):
+            validate_node_name(name, zarr_format)
+    return result
 
 
 def _name_problem(name: str, zarr_format: int) -> str | None:

@@ -3,6 +3,12 @@
 A store key is a ``/``-separated, case-sensitive string relative to the store root.  Keys come from users,
 from metadata documents and from listings of storage we do not control, so every store validates every key
 before it touches the backend (design §4, "path traversal").
+
+The rules are the same on every store, so that what one store accepts can be copied to any other: besides
+the forms that could escape the root, a key is at most :data:`MAX_KEY_BYTES` (1024, the object-name limit of
+S3, GCS and Azure) and each segment at most :data:`MAX_SEGMENT_BYTES` (255, the file-name limit of local file
+systems) bytes of UTF-8, and names of local temporary files (``.x.zd-tmp``) are reserved.  The one
+exception is a platform's: ``:`` in a key on Windows, which no Windows file name may hold.
 """
 
 from __future__ import annotations
@@ -10,8 +16,11 @@ from __future__ import annotations
 import re
 
 from zarr_dask.errors import InvalidPathError
+from zarr_dask.store.tempfiles import TEMP_SUFFIX, is_temp_name
 
 __all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_SEGMENT_BYTES",
     "check_range",
     "has_glob_magic",
     "is_valid_key",
@@ -29,6 +38,28 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 _GLOB_MAGIC = re.compile(r"[*?\[]")
 
 _HINT = "keys are '/'-separated and relative to the store root, e.g. 'group/array/zarr.json'"
+
+#: Longest key, in bytes of UTF-8 (S3, GCS and Azure refuse longer object names).
+MAX_KEY_BYTES = 1024
+#: Longest key segment, in bytes of UTF-8 (NAME_MAX of local file systems: ext4, XFS, APFS; NTFS counts 255 chars).
+MAX_SEGMENT_BYTES = 255
+#: Keys of at most this many characters whose segments are all this short need no length check.
+_SHORT = MAX_SEGMENT_BYTES // 4
+
+
+def _fits(key: str) -> bool:
+    """The key's length and its segments' lengths are within the limits, and no segment is reserved."""
+    if TEMP_SUFFIX in key and any(is_temp_name(segment) for segment in key.split("/")):
+        return False
+    if len(key) <= _SHORT:
+        return True
+    data = key.encode("utf-8", "surrogatepass")
+    return len(data) <= MAX_KEY_BYTES and all(len(segment) <= MAX_SEGMENT_BYTES for segment in data.split(b"/"))
+
+
+def _show(key: str) -> str:
+    """``repr(key)``, shortened for keys too long to print."""
+    return repr(key) if len(key) <= 120 else f"{key[:60]!r}... ({len(key)} characters)"
 
 
 def normalize_key(key: str) -> str:
@@ -52,8 +83,10 @@ def normalize_key(key: str) -> str:
     ------
     InvalidPathError
         If the key is empty, not a string, starts or ends with ``/``, has an empty, ``.`` or ``..``
-        segment, contains a backslash or a control character (NUL included), or has a Windows drive
-        form (``C:``).  The message names the key and the rule it breaks; stores add their URL.
+        segment, contains a backslash or a control character (NUL included), has a Windows drive
+        form (``C:``), is longer than :data:`MAX_KEY_BYTES` or has a segment longer than
+        :data:`MAX_SEGMENT_BYTES` (UTF-8 bytes), or names a temporary file (``.x.zd-tmp``).  The message
+        names the key and the rule it breaks; stores add their URL.
 
     Examples
     --------
@@ -63,15 +96,19 @@ def normalize_key(key: str) -> str:
     Traceback (most recent call last):
     ...
     zarr_dask.errors.InvalidPathError: invalid key 'a/../../etc/passwd': ...
+    >>> normalize_key("a/" + "b" * 300)
+    Traceback (most recent call last):
+    ...
+    zarr_dask.errors.InvalidPathError: invalid key 'a/bbb...'... (302 characters): the segment 'bbb...'... is 300 bytes long, more than the limit of 255 bytes ...
     """
-    if isinstance(key, str) and _VALID_KEY.fullmatch(key):
+    if isinstance(key, str) and _VALID_KEY.fullmatch(key) and _fits(key):
         return key
-    raise InvalidPathError(f"invalid key {key!r}: {_key_problem(key)}; {_HINT}")
+    raise InvalidPathError(f"invalid key {_show(key) if isinstance(key, str) else repr(key)}: {_key_problem(key)}; {_HINT}")
 
 
 def is_valid_key(key: str) -> bool:
     """True if :func:`normalize_key` accepts ``key`` (used to skip foreign names found by listings)."""
-    return _VALID_KEY.fullmatch(key) is not None
+    return _VALID_KEY.fullmatch(key) is not None and _fits(key)
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -130,6 +167,22 @@ def _key_problem(key: object) -> str:
         return "'.' and '..' segments are not allowed"
     if any(_DRIVE.match(segment) for segment in segments):
         return "Windows drive forms such as 'C:' are not allowed"
+    return _length_problem(key, segments)
+
+
+def _length_problem(key: str, segments: list[str]) -> str:
+    """Say which length or reserved-name rule ``key`` breaks."""
+    for segment in segments:
+        if is_temp_name(segment):
+            return f"names like '.x{TEMP_SUFFIX}' are reserved for temporary files of local stores; rename {segment!r}"
+        size = len(segment.encode("utf-8", "surrogatepass"))
+        if size > MAX_SEGMENT_BYTES:
+            return (f"the segment {segment[:40]!r}{'...' if len(segment) > 40 else ''} is {size} bytes long, more than the limit of {MAX_SEGMENT_BYTES} "
+                    "bytes (UTF-8) that local file systems allow and every store keeps to; use a shorter name")  # fmt: skip
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_KEY_BYTES:
+        return (f"the key is {size} bytes long, more than the limit of {MAX_KEY_BYTES} bytes (UTF-8) that object "
+                "stores allow and every store keeps to; use shorter names or a shallower hierarchy")  # fmt: skip
     return "not a valid key"
 
 

@@ -600,9 +600,9 @@ class LocalStore(Store):
 
     # ------------------------------------------------------------------------------------------ paths
     def _local_key(self, key: str) -> str:
-        """Validate ``key`` for this store (the general rules, plus temporary-file names and Windows)."""
+        """Validate ``key`` for this store: the rules of every store, plus Windows' (no ``:``)."""
         key = self._key(key)
-        if TEMP_SUFFIX in key or (_WINDOWS and ":" in key):
+        if _WINDOWS and ":" in key:
             _check_local_key(key, self.url)
         return key
 
@@ -672,13 +672,8 @@ def _path_to_url(path: str) -> str:
 
 
 def _check_local_key(key: str, url: str) -> None:
-    """Refuse keys a LocalStore cannot hold: temporary-file names and (Windows) ``:``."""
-    for segment in key.split("/"):
-        if segment.startswith(".") and segment.endswith(TEMP_SUFFIX):
-            raise InvalidPathError(
-                f"invalid key {key!r}: names like '.x{TEMP_SUFFIX}' are reserved for temporary files; rename it",
-                store=url,
-            )
+    """Refuse keys a LocalStore cannot hold beyond the rules of every store (``normalize_key``): on Windows,
+    ``:`` (a platform's limit, not applied to other stores, where existing data may use it)."""
     if _WINDOWS and ":" in key:
         raise InvalidPathError(f"invalid key {key!r}: ':' is not allowed in Windows file names", store=url)
 

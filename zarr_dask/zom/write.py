@@ -22,7 +22,7 @@ from zarr_dask.errors import ContainsArrayError, MetadataError, NodeExistsError,
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.json import canonical_json, loads
-from zarr_dask.spec.paths import key_prefix, parent_paths
+from zarr_dask.spec.paths import key_prefix, parent_paths, validate_node_path
 from zarr_dask.store import Store
 from zarr_dask.zom.diff import Diff, Difference, node_differences
 from zarr_dask.zom.io import open_for, read_tree, root_path, spec_of, strip_consolidated
@@ -333,6 +333,7 @@ def write_spec(
     if consolidated and isinstance(spec, ArraySpec):
         raise MetadataError("consolidated metadata belongs to a group; write the array without consolidated=True")
     try:
+        validate_node_path(root, spec.zarr_format)  # the members' names are checked by the spec
         targets = _targets(spec, root)
     except ZarrDaskError as e:
         raise e.with_context(store=s.url, path=root) from None
