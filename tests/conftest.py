@@ -27,8 +27,10 @@ from hypothesis import settings
 # Property tests explore new random examples on every local run (that is how they find bugs); CI
 # (``.ci/run`` sets ZD_HYPOTHESIS_PROFILE=ci) replays a fixed sequence, so a CI run is repeatable and a
 # landing never depends on the luck of the draw.
+# No deadline in either: on a loaded 2-core machine an example's time says nothing about the code under test.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-settings.load_profile(os.environ.get("ZD_HYPOTHESIS_PROFILE", "default"))
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("ZD_HYPOTHESIS_PROFILE", "dev"))
 
 # Third-party warnings we cannot fix, ignored narrowly (pyproject turns every other warning into an error),
 # e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*".  None is needed with the versions in

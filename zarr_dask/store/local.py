@@ -46,7 +46,7 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 _NO_HARDLINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
 _MAX_SAFE_DIRS = 100_000
-_CREATE_ATTEMPTS = 5
+_CREATE_ATTEMPTS = 20
 #: Keys hash onto this many lock files per store root (a plain write or delete of a key takes one, briefly).
 _KEY_LOCK_STRIPES = 4096
 _Opener: TypeAlias = Callable[[str], "tuple[int, int] | None"]
@@ -483,7 +483,9 @@ class LocalStore(Store):
                 fd = os.open(temp, _TEMP_FLAGS, 0o666)
                 break
             except FileNotFoundError:
-                with suppress(FileNotFoundError):  # a concurrent prune removed a parent: retry
+                # a concurrent prune removed a parent: retry (makedirs itself raises FileExistsError when a
+                # directory it found existing is pruned before it checks it)
+                with suppress(FileNotFoundError, FileExistsError):
                     os.makedirs(directory, exist_ok=True)
         else:
             raise FileNotFoundError(errno.ENOENT, "directory keeps disappearing", directory)
