@@ -14,6 +14,7 @@ PKG = Path(__file__).resolve().parents[1] / "zarr_dask"
 
 # package -> zarr_dask packages it must not import
 FORBIDDEN_INTERNAL = {
+    "config": {"errors", "spec", "codecs", "store", "core", "graph", "zom", "xarray_backend", "cli", "_convert", "native"},
     "errors": {"spec", "codecs", "store", "core", "graph", "zom", "xarray_backend", "cli"},
     "spec": {"codecs", "store", "core", "graph", "zom", "xarray_backend", "cli"},
     "codecs": {"store", "core", "graph", "zom", "xarray_backend", "cli"},

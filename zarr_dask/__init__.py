@@ -42,11 +42,14 @@ _LAZY = {
     "Limits": "zarr_dask.spec.limits",
     "get_limits": "zarr_dask.spec.limits",
     "set_limits": "zarr_dask.spec.limits",
+    "release_memory": "zarr_dask.memory",
+    "config": "zarr_dask.config",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:
+    from zarr_dask import config as config
     from zarr_dask import errors as errors
     from zarr_dask import zom as zom
     from zarr_dask._convert import convert as convert
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from zarr_dask.graph import explain_write as explain_write
     from zarr_dask.graph import from_zarr as from_zarr
     from zarr_dask.graph import to_zarr as to_zarr
+    from zarr_dask.memory import release_memory as release_memory
     from zarr_dask.spec.limits import Limits as Limits
     from zarr_dask.spec.limits import get_limits as get_limits
     from zarr_dask.spec.limits import set_limits as set_limits
@@ -87,7 +91,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'zarr_dask' has no attribute {name!r}")
     with _IMPORT_LOCK:  # two threads' first calls (a dask worker's) must not import the package cycle twice
         mod = importlib.import_module(module)
-        value = mod if name in ("errors", "zom") else getattr(mod, name)
+        value = mod if name in ("errors", "zom", "config") else getattr(mod, name)
         globals()[name] = value
     return value
 

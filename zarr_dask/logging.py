@@ -31,7 +31,7 @@ __all__ = ["NAMESPACES", "configure", "logger_names"]
 NAMESPACES: dict[str, tuple[str, ...]] = {
     "store": ("zarr_dask.store",),
     "codecs": ("zarr_dask.codecs",),
-    "core": ("zarr_dask.core",),
+    "core": ("zarr_dask.core", "zarr_dask.native"),
     "graph": ("zarr_dask.graph",),
     "xarray": ("zarr_dask.xarray", "zarr_dask.xarray_backend"),
     "zom": ("zarr_dask.zom",),

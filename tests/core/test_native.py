@@ -57,9 +57,23 @@ def outcome(read: Callable[[], Any]) -> Any:
 
 
 def test_the_extension_is_built_here() -> None:
-    # make test builds it (setup.py); a silent build failure would only show as slow small-chunk reads
+    # make test builds it (setup.py); a silent build failure, or a numcodecs build whose functions no longer
+    # bind, would only show as slow small-chunk reads: this fails instead, saying why
     assert os.name != "posix" or native._ext is not None
-    assert all(native.codec_id(name) is not None for name in native.CODECS)
+    status = native.status()
+    assert status["built"] and status["enabled"]
+    assert {name: c["native"] for name, c in status["codecs"].items()} == dict.fromkeys(native.CODECS, True), status
+
+
+def test_status_says_why_a_codec_is_not_native(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(native, "_bound", {"raw": True})
+    monkeypatch.setattr(native, "_reasons", {})
+    monkeypatch.setattr(native, "extension_path", lambda name: None if name == "lz4" else "/nonexistent/zstd.so")
+    with caplog.at_level("WARNING", logger="zarr_dask.native"):
+        codecs = native.status()["codecs"]
+    assert codecs["lz4"] == {"native": False, "reason": "numcodecs has no compiled module for 'lz4'"}
+    assert not codecs["zstd"]["native"] and "were not found by name in /nonexistent/zstd.so" in codecs["zstd"]["reason"]
+    assert "lz4 stays on the Python path" in caplog.text
 
 
 def test_env_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,21 +9,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from zarr_dask import config
 from zarr_dask.errors import MetadataError
 
 __all__ = ["parse_compressor", "parse_dim_sizes", "parse_size"]
-
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.I)
-
 
 def parse_size(value: Any) -> int:
     """A byte count from an int or a string with an optional unit (``KB`` = 1000, ``KiB`` = 1024).
@@ -33,18 +25,13 @@ def parse_size(value: Any) -> int:
     >>> parse_size("2GiB"), parse_size("512 MB"), parse_size(1024), parse_size("1.5k")
     (2147483648, 512000000, 1024, 1500)
     """
-    if isinstance(value, bool):
-        raise MetadataError(f"a memory size must be a number of bytes or a string like '2GiB', got {value!r}")
-    if isinstance(value, int | float):
-        n = int(value)
-    else:
-        m = _SIZE.match(str(value))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise MetadataError(
-                f"cannot read the size {value!r}; write a number of bytes with an optional unit, e.g. '2GiB', "
-                "'500MB', '1073741824'"
-            )
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    try:
+        n = config.parse_size(value)
+    except (ValueError, TypeError):
+        raise MetadataError(
+            f"cannot read the size {value!r}; write a number of bytes with an optional unit, e.g. '2GiB', "
+            "'500MB', '1073741824'"
+        ) from None
     if n <= 0:
         raise MetadataError(f"a memory size must be positive, got {value!r}")
     return n

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from zarr_dask import native
+from zarr_dask import config, native
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.codecs.pipeline import V3Pipeline
@@ -88,11 +87,8 @@ NATIVE_MAX_CHUNK_BYTES = 64 << 20
 
 
 def io_threads() -> int:
-    """Threads used by direct (non-dask) reads and writes: ``ZARR_DASK_IO_THREADS`` or the CPU count."""
-    env = os.environ.get("ZARR_DASK_IO_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(os.cpu_count() or 1, 16))
+    """Threads used by direct (non-dask) reads and writes: the ``io_threads`` knob (:mod:`zarr_dask.config`)."""
+    return int(config.get("io_threads"))
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -101,6 +97,18 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(io_threads(), thread_name_prefix="zarr_dask_io")
         return _POOL
+
+
+def shutdown_pool() -> int:
+    """Shut the I/O thread pool down (its threads end; a new one is made on the next use); returns 1 if there
+    was one, else 0. For :func:`zarr_dask.release_memory`."""
+    global _POOL
+    with _POOL_LOCK:
+        pool, _POOL = _POOL, None
+    if pool is None:
+        return 0
+    pool.shutdown(wait=True)
+    return 1
 
 
 def run_batches(

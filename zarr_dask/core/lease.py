@@ -27,6 +27,7 @@ import uuid
 import weakref
 from typing import Any
 
+from zarr_dask import config
 from zarr_dask.errors import WriteConflictError
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
@@ -36,13 +37,6 @@ __all__ = ["LEASE_NAME", "AppendLease", "lease_key", "release_lease"]
 
 LEASE_NAME = ".zd-append-lease"
 _log = logging.getLogger("zarr_dask.core")
-
-
-def _seconds(name: str, default: float) -> float:
-    try:
-        return max(0.05, float(os.environ.get(name, "") or default))
-    except ValueError:
-        return default
 
 
 def lease_key(path: str) -> str:
@@ -77,8 +71,8 @@ class AppendLease:
             raise TypeError(f"{store!r} cannot make conditional writes, so it cannot hold append leases")
         self.store, self.path, self.key = store, path, lease_key(path)
         self._cas: ConditionalStore = cas
-        self.ttl = ttl if ttl is not None else _seconds("ZARR_DASK_APPEND_LEASE_TTL", 60.0)
-        self.wait = wait if wait is not None else _seconds("ZARR_DASK_APPEND_WAIT", 600.0)
+        self.ttl = max(0.05, ttl if ttl is not None else float(config.get("append_lease_ttl")))
+        self.wait = wait if wait is not None else float(config.get("append_wait"))
         self.token = uuid.uuid4().hex
         self._version: object = None
         self._stop = threading.Event()

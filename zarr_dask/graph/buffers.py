@@ -15,7 +15,6 @@ manager must see what the process really holds). Buffers under 1 MiB come from N
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
@@ -24,28 +23,17 @@ from typing import Any
 
 import numpy as np
 
+from zarr_dask import config
+
 __all__ = ["BlockPool", "POOL", "empty"]
 
 _MIN_BYTES = 1 << 20
 _IDLE_SECONDS = 60.0
 
 
-def _default_limit() -> int:
-    """2 GiB, or an eighth of the machine's memory when that is less (at least 256 MiB)."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-        return 1 << 30
-    return max(256 << 20, min(2 << 30, total // 8))
-
-
 def _limit() -> int:
-    raw = os.environ.get("ZARR_DASK_BLOCK_POOL", "")
-    if not raw:
-        return _default_limit()
-    from dask.utils import parse_bytes
-
-    return int(parse_bytes(raw))
+    """The ``block_pool`` knob (:mod:`zarr_dask.config`)."""
+    return int(config.get("block_pool"))
 
 
 class _Owner:

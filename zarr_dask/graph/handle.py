@@ -219,6 +219,17 @@ def _read_pool(threads: int) -> ThreadPoolExecutor:
         return pool
 
 
+def shutdown_read_pools() -> int:
+    """Shut the reader thread pools down (their threads and per-thread buffers end; new ones are made on the
+    next compute); returns how many there were. For :func:`zarr_dask.release_memory`."""
+    with _CACHE_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        pool.shutdown(wait=True)
+    return len(pools)
+
+
 def _rebuild(
     store: Store, path: str, metadata: ArrayMetadata, allow_unsafe_codecs: bool, write_empty_chunks: bool
 ) -> ArrayHandle:

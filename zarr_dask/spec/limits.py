@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from zarr_dask import config
 from zarr_dask.errors import MetadataError
 
 __all__ = [
@@ -72,18 +72,8 @@ class Limits:
 
 
 def _from_env() -> Limits:
-    values: dict[str, int] = {}
-    for name in ("max_chunk_bytes", "max_shard_chunks"):
-        raw = os.environ.get(f"ZARR_DASK_{name.upper()}")
-        if raw:
-            try:
-                values[name] = int(raw)
-            except ValueError:
-                raise MetadataError(
-                    f"environment variable ZARR_DASK_{name.upper()}={raw!r} is not an integer; unset it or give a "
-                    "number of bytes / chunks"
-                ) from None
-    return Limits(**values)
+    """The limits of the ``max_chunk_bytes`` / ``max_shard_chunks`` knobs (:mod:`zarr_dask.config`)."""
+    return Limits(max_chunk_bytes=int(config.get("max_chunk_bytes")), max_shard_chunks=int(config.get("max_shard_chunks")))
 
 
 _current: Limits | None = None

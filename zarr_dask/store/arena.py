@@ -15,13 +15,13 @@ ends; stores never return them to their callers' callers.
 
 from __future__ import annotations
 
-import os
 import threading
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+
+from zarr_dask import config
 
 __all__ = ["ReadArena", "read_arena", "release_read_arena"]
 
@@ -29,26 +29,12 @@ _LOCAL = threading.local()
 _ALIGN = 64
 
 
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-_DEFAULT_LIMIT = 128 << 20
 
 
 def _limit() -> int:
-    """``ZARR_DASK_READ_ARENA``: bytes (``134217728``) or a size (``128MiB``, ``1GB``); bad values warn."""
-    raw = os.environ.get("ZARR_DASK_READ_ARENA", "").strip()
-    if not raw:
-        return _DEFAULT_LIMIT
-    number = raw.rstrip("KMGiBkmgb ")
-    unit = raw[len(number) :].strip().lower()
-    try:
-        return max(0, int(float(number) * _UNITS[unit]))
-    except (ValueError, KeyError):
-        warnings.warn(
-            f"ignoring ZARR_DASK_READ_ARENA={raw!r}: expected a size such as 134217728 or 128MiB; using 128MiB",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return _DEFAULT_LIMIT
+    """The ``read_arena`` knob (:mod:`zarr_dask.config`): bytes (``134217728``) or a size (``128MiB``, ``1GB``);
+    bad values warn."""
+    return int(config.get("read_arena"))
 
 
 class ReadArena:

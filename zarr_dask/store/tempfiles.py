@@ -21,6 +21,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from zarr_dask import config
+
 __all__ = ["DEFAULT_MAX_AGE", "TEMP_SUFFIX", "is_temp_name", "remove_stale_temp_files", "sweep_directory"]
 
 #: Temporary files are named ``.<name>.<random>.zd-tmp`` next to their target; listings skip them.
@@ -33,11 +35,8 @@ _swept_lock = threading.Lock()
 
 
 def default_max_age() -> float:
-    """``ZARR_DASK_TEMP_MAX_AGE`` seconds if set (and a number), else :data:`DEFAULT_MAX_AGE`."""
-    try:
-        return float(os.environ.get("ZARR_DASK_TEMP_MAX_AGE", DEFAULT_MAX_AGE))
-    except ValueError:
-        return DEFAULT_MAX_AGE
+    """The ``temp_max_age`` knob (:mod:`zarr_dask.config`; default :data:`DEFAULT_MAX_AGE`)."""
+    return float(config.get("temp_max_age"))
 
 
 def is_temp_name(name: str) -> bool:

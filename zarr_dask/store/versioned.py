@@ -26,12 +26,12 @@ anything else                 not a ``ConditionalStore``: see :func:`conditional
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from zarr_dask import config
 from zarr_dask.store.base import Buffer, Store
 
 __all__ = ["ConditionalStore", "RetryPolicy", "Versioned", "conditional", "retry_policy"]
@@ -105,10 +105,5 @@ class RetryPolicy(NamedTuple):
 
 
 def retry_policy() -> RetryPolicy:
-    """The policy in force: ``ZARR_DASK_WRITE_ATTEMPTS`` (default 64) conditional attempts per key."""
-    text = os.environ.get("ZARR_DASK_WRITE_ATTEMPTS", "")
-    try:
-        attempts = int(text) if text.strip() else _DEFAULT_ATTEMPTS
-    except ValueError:
-        attempts = _DEFAULT_ATTEMPTS
-    return RetryPolicy(attempts=max(1, attempts))
+    """The policy in force: the ``write_attempts`` knob (:mod:`zarr_dask.config`, default 64) attempts per key."""
+    return RetryPolicy(attempts=int(config.get("write_attempts")))
