@@ -20,7 +20,7 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -n "$(ORACLE_PYTHON)" || { echo "no Python >= 3.12 found for the zarr-python oracle (set ORACLE_PYTHON=...)"; exit 1; }
 	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip
-	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2'
+	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2' 'cast-value-rs>=0.4.2'
 	@touch $@
 
 demo: $(VENV)/.installed
