@@ -7,26 +7,26 @@ ORACLE_PYTHON ?= $(shell bash ci/find-oracle-python 2>/dev/null)
 ORACLE_VENV ?= .venv-oracle
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-main test-oracle test-slow lint typecheck bench clean
+.PHONY: demo docs test test-main test-oracle test-slow lint typecheck bench clean
 
 # setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
 $(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,docs]'
 	@touch $@
 
 $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -n "$(ORACLE_PYTHON)" || { echo "no Python >= 3.12 found for the zarr-python oracle (set ORACLE_PYTHON=...)"; exit 1; }
 	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip
-	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2'
+	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2' 'cast-value-rs>=0.4.2'
 	@touch $@
 
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
 
-test: lint test-main test-oracle
+test: lint docs test-main test-oracle
 
 test-main: $(VENV)/.installed
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
@@ -39,6 +39,11 @@ test-slow: $(VENV)/.installed
 test-oracle: $(ORACLE_VENV)/.installed
 	$(ORACLE_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
 
+# The guides (docs/*.md) and the API reference (docs/api.rst, from the docstrings), warnings as errors.
+docs: $(VENV)/.installed
+	$(PY) -m sphinx -W --keep-going -q -E -b html docs docs/_build/html
+	@echo "docs built: docs/_build/html/index.html"
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check zarr_dask tests benchmarks
 	$(PY) -m mypy
@@ -49,4 +54,4 @@ bench: $(ORACLE_VENV)/.installed
 	$(ORACLE_VENV)/bin/python benchmarks/run_all.py $(BENCH)
 
 clean:
-	rm -rf $(VENV) $(ORACLE_VENV) .pytest_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(ORACLE_VENV) .pytest_cache .mypy_cache build *.egg-info docs/_build

@@ -8,6 +8,15 @@ either.  Messages say *which store*, *which node*, *what value* and *how to fix 
 
 Low layers (``spec``, ``codecs``) do not know the store; they raise with the problem only and the layer that
 does know (``core``) adds the context with :meth:`ZarrDaskError.with_context` before re-raising.
+
+Examples
+--------
+>>> import zarr_dask
+>>> try:
+...     zarr_dask.open_array("memory://doc-errors-nothing-here", mode="r")
+... except FileNotFoundError as e:  # or zarr_dask.errors.ArrayNotFoundError / NodeNotFoundError
+...     print(type(e).__name__, isinstance(e, zarr_dask.errors.ZarrDaskError))
+ArrayNotFoundError True
 """
 
 from __future__ import annotations
@@ -49,6 +58,14 @@ class ZarrDaskError(Exception):
         What is wrong and, where possible, how to fix it.
     store, path
         The store URL and the node path (``""`` for the root), when known.
+
+    Examples
+    --------
+    >>> e = MetadataError("'shape' must be a list", store="memory://x", path="a")
+    >>> str(e)
+    "store 'memory://x', node '/a': 'shape' must be a list"
+    >>> isinstance(e, ValueError), e.problem
+    (True, "'shape' must be a list")
     """
 
     def __init__(self, problem: str, *, store: str | None = None, path: str | None = None) -> None:

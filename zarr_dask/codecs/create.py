@@ -20,6 +20,7 @@ from zarr_dask.codecs.numcodecs_bridge import check_allowed, make_numcodecs, num
 from zarr_dask.codecs.pipeline import pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.registry import NUMCODECS_PREFIX, codec_from_v3
 from zarr_dask.codecs.sharding import ShardingCodec
+from zarr_dask.codecs.value import check_fill
 from zarr_dask.errors import MetadataError
 from zarr_dask.spec.dtypes import DataType
 
@@ -109,13 +110,24 @@ def _to_v3_entry(obj: Any, role: str) -> Any:
     )
 
 
+def _auto_serializer(spec: ChunkSpec) -> dict[str, Any]:
+    """zarr-python's default array->bytes codec for the data type reaching it (after any array->array codec)."""
+    if _is_object(spec.data_type):
+        return VlenCodec("bytes" if spec.data_type.vlen == "bytes" else "str").to_json()
+    return BytesCodec("little" if has_endianness(spec.dtype) else None).to_json()
+
+
 def _canonical(
-    entries: list[tuple[Any, str]], data_type: DataType, allow_unsafe: bool
+    entries: list[tuple[Any, str]], data_type: DataType, allow_unsafe: bool, fill_value: Any = None
 ) -> list[dict[str, Any]]:
-    """Parse, check kinds against roles, bind to the data type and write each codec as zarr-python does."""
-    spec = ChunkSpec(shape=(1,), data_type=data_type, fill_value=np.zeros((), dtype=data_type.numpy_dtype))
+    """Parse, check kinds against roles, bind to the data type and write each codec as zarr-python does; a
+    value codec that cannot carry ``fill_value`` (0-d array) through is refused, as zarr-python does."""
+    fill = np.zeros((), dtype=data_type.numpy_dtype) if fill_value is None else fill_value
+    spec = ChunkSpec(shape=(1,), data_type=data_type, fill_value=fill)
     out: list[dict[str, Any]] = []
     for entry, role in entries:
+        if entry is _AUTO:
+            entry = _auto_serializer(spec)
         codec: Codec = codec_from_v3(entry, allow_unsafe=allow_unsafe)
         if codec.kind != _ROLE_KIND[role]:
             raise MetadataError(
@@ -128,8 +140,13 @@ def _canonical(
         codec = codec.bind(spec)
         out.append(codec.to_json())
         if isinstance(codec, ArrayArrayCodec):
+            if fill_value is not None:
+                check_fill(codec, spec)
             spec = codec.resolve(spec)
     return out
+
+
+_AUTO = object()  # the serializer zarr-python picks for the data type after the filters
 
 
 def v3_codecs_from_user(
@@ -140,6 +157,7 @@ def v3_codecs_from_user(
     compressors: Any = "auto",
     allow_unsafe_codecs: bool = False,
     chunk_shape: tuple[int, ...] | None = None,
+    fill_value: np.ndarray[Any, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The v3 ``codecs`` list for ``create_array``-style arguments.
 
@@ -155,6 +173,9 @@ def v3_codecs_from_user(
     chunk_shape
         The chunk (shard) shape, when known: shape-dependent codecs (``transpose`` short-hands,
         ``sharding_indexed`` and its inner codecs) are then checked and written in their final form too.
+    fill_value
+        The array's fill value (0-d array), when known: value codecs (``scale_offset``, ``cast_value``) that
+        cannot carry it through are refused.
 
     Returns
     -------
@@ -179,18 +200,13 @@ def v3_codecs_from_user(
         raise MetadataError(f"serializer must be one array->bytes codec (or 'auto'), got {serializer!r}")
     if isinstance(serializer, list | tuple):
         serializer = serializer[0]
-    if isinstance(serializer, str) and serializer == "auto":
-        if _is_object(data_type):
-            ser_codec: Codec = VlenCodec("bytes" if data_type.vlen == "bytes" else "str")
-        else:
-            ser_codec = BytesCodec("little" if has_endianness(data_type.numpy_dtype) else None)
-        serializer = ser_codec.to_json()
+    auto = isinstance(serializer, str) and serializer == "auto"
     entries = [(_to_v3_entry(f, "filters"), "filters") for f in _items(filters, [])]
-    entries.append((_to_v3_entry(serializer, "serializer"), "serializer"))
+    entries.append((_AUTO if auto else _to_v3_entry(serializer, "serializer"), "serializer"))
     entries += [
         (_to_v3_entry(c, "compressors"), "compressors") for c in _items(compressors, [V3_DEFAULT_COMPRESSOR])
     ]
-    codecs = _canonical(entries, data_type, allow_unsafe_codecs)
+    codecs = _canonical(entries, data_type, allow_unsafe_codecs, fill_value)
     if chunk_shape is None:
         return codecs
     pipeline = pipeline_from_v3(

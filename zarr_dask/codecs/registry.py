@@ -24,6 +24,7 @@ from zarr_dask.codecs.builtin import (
 )
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST, codec_from_numcodecs
 from zarr_dask.codecs.sharding import parse_sharding
+from zarr_dask.codecs.value import parse_cast_value, parse_scale_offset
 from zarr_dask.errors import MetadataError, UnknownCodecError
 
 __all__ = [
@@ -47,6 +48,8 @@ V3_CODECS: dict[str, V3Parser] = {
     "crc32c": parse_crc32c,
     "vlen-utf8": parse_vlen_utf8,
     "vlen-bytes": parse_vlen_bytes,
+    "scale_offset": parse_scale_offset,  # zarr-extensions, written by zarr-python >= 3.4
+    "cast_value": parse_cast_value,
 }
 """v3 core and registered codec names we implement."""
 

@@ -68,6 +68,18 @@ def open_array(
         :func:`create_array` creates one); anything else is an :class:`~zarr_dask.errors.InvalidModeError`.
     allow_unsafe_codecs
         Allow codecs that can run code or build arbitrary objects on decode (pickle & co.). Off by default.
+
+    Returns
+    -------
+    Array
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> _ = zarr_dask.create_array("memory://doc-open-array", shape=(4,), dtype="i4", chunks=(2,), fill_value=7)
+    >>> a = zarr_dask.open_array("memory://doc-open-array", mode="r")
+    >>> a.shape, a[:].tolist()
+    ((4,), [7, 7, 7, 7])
     """
     check_mode(mode, store)
     return Array.open(
@@ -166,6 +178,17 @@ def open_group(
     ``"w-"`` creates and fails if something exists, ``"r"``/``"r+"`` require it to exist.
     ``use_consolidated=None`` uses consolidated metadata when present. Any other mode is an
     :class:`~zarr_dask.errors.InvalidModeError`.
+
+    Returns
+    -------
+    Group
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> g = zarr_dask.open_group("memory://doc-open-group", mode="a", attributes={"title": "t"})
+    >>> zarr_dask.open_group("memory://doc-open-group", mode="r").attrs["title"]
+    't'
     """
     check_mode(mode, store)
     if mode in ("w", "w-"):
@@ -203,7 +226,19 @@ def create_group(
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Group:
-    """Create a group (and, write-if-absent, every missing ancestor group)."""
+    """Create a group (and, write-if-absent, every missing ancestor group).
+
+    Returns
+    -------
+    Group
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> g = zarr_dask.create_group("memory://doc-create-group", path="a/b", attributes={"n": 1})
+    >>> g.path, g.attrs["n"]
+    ('a/b', 1)
+    """
     return Group.create(
         store,
         path,
@@ -223,7 +258,15 @@ def open(  # noqa: A001 - the zarr-python name
     storage_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Array | Group:
-    """Open whatever node is at ``path``: an Array or a Group (``mode`` as for :func:`open_group`)."""
+    """Open whatever node is at ``path``: an Array or a Group (``mode`` as for :func:`open_group`).
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> _ = zarr_dask.create_array("memory://doc-open", path="x", shape=(3,), dtype="u1")
+    >>> type(zarr_dask.open("memory://doc-open", path="x")).__name__, type(zarr_dask.open("memory://doc-open")).__name__
+    ('Array', 'Group')
+    """
     check_mode(mode, store)
     s = open_store(store, storage_options=dict(storage_options or {}), read_only=mode == "r")
     p = normalize_path(path)
@@ -242,7 +285,20 @@ def consolidate_metadata(
 ) -> Group:
     """Gather the metadata of every node below the group at ``path`` into its consolidated metadata
     (v2: ``.zmetadata``; v3: ``consolidated_metadata`` inside its ``zarr.json``) and return the group,
-    opened with it. One walk of the hierarchy; the children's own documents are untouched."""
+    opened with it. One walk of the hierarchy; the children's own documents are untouched.
+
+    Returns
+    -------
+    Group
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> _ = zarr_dask.create_array("memory://doc-consolidate", path="a", shape=(3,), dtype="u1")
+    >>> g = zarr_dask.consolidate_metadata("memory://doc-consolidate")
+    >>> sorted(g.consolidated_metadata.nodes)
+    ['a']
+    """
     s = open_store(store, storage_options=dict(storage_options or {}))
     p = normalize_path(path)
     group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)

@@ -290,6 +290,11 @@ class ConsolidatedMismatch:
         ``"extra"`` (listed, but there is no such node).
     detail
         What differs, e.g. ``"shape [10, 4] in the consolidated metadata, [15, 4] in its own document"``.
+
+    Examples
+    --------
+    >>> ConsolidatedMismatch(group="", path="x", kind="missing", detail="not listed").kind
+    'missing'
     """
 
     group: str

@@ -281,7 +281,8 @@ def build_array_metadata(
             dimension_separator=encoding.separator, attributes=attrs,
         )
     codecs = v3_codecs_from_user(
-        data_type=data_type, filters=filters, serializer=serializer, compressors=compressors, chunk_shape=inner
+        data_type=data_type, filters=filters, serializer=serializer, compressors=compressors, chunk_shape=inner,
+        fill_value=fill,
     )
     if inner is not None:  # the codecs above go inside one sharding codec, checked on the first shard
         codecs = v3_codecs_from_user(

@@ -80,7 +80,13 @@ _current: Limits | None = None
 
 
 def get_limits() -> Limits:
-    """The limits in force (the defaults, changed by environment variables and :func:`set_limits`)."""
+    """The limits in force (the defaults, changed by environment variables and :func:`set_limits`).
+
+    Examples
+    --------
+    >>> get_limits().max_chunk_bytes >= 2**20
+    True
+    """
     global _current
     if _current is None:
         _current = _from_env()

@@ -42,6 +42,16 @@ class Store(ABC):
     Backend failures surface as :class:`~zarr_dask.errors.StoreError` (an ``OSError``) naming the store
     URL and the key, chained to the original exception; invalid keys as
     :class:`~zarr_dask.errors.InvalidPathError`.
+
+    Examples
+    --------
+    >>> import zarr_dask
+    >>> store = zarr_dask.open_store("memory://doc-store")
+    >>> isinstance(store, zarr_dask.Store)
+    True
+    >>> store.set("a/b", b"xyz")
+    >>> store.get("a/b"), store.get("missing")
+    (b'xyz', None)
     """
 
     url: str

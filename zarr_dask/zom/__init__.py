@@ -10,6 +10,13 @@
 * :mod:`zarr_dask.zom.conventions` -- runtime convention checks (``conventions.xarray(spec)``).
 
 pydantic-zarr 0.10 reads our JSON and we read its ``model_dump()``; neither pydantic nor zarr-python is needed.
+
+Examples
+--------
+>>> from zarr_dask import zom
+>>> spec = zom.GroupSpec(members={"x": zom.ArraySpec.build(shape=(4,), dtype="i2", chunks=(2,))})
+>>> sorted(spec.members)
+['x']
 """
 
 from __future__ import annotations
