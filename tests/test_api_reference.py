@@ -57,10 +57,11 @@ def test_the_reference_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     html = (out / "api.html").read_text()
     anchors = set(re.findall(r'id="([^"]+)"', html))
-    names = [f"zarr_dask.{n}" for n in zarr_dask.__all__ if n not in ("errors", "zom")]
+    names = [f"zarr_dask.{n}" for n in zarr_dask.__all__ if n not in ("errors", "zom", "config")]
     names += [f"zarr_dask.errors.{n}" for n in errors.__all__]
     names += [f"zarr_dask.zom.{n}" for n in ("diff", "from_store", "from_json", "json_schema", "Diff")]
-    names += ["module-zarr_dask.errors", "module-zarr_dask.zom"]
+    names += [f"zarr_dask.config.{n}" for n in ("get", "parse_size", "Knob")]
+    names += ["module-zarr_dask.errors", "module-zarr_dask.zom", "module-zarr_dask.config"]
     assert not [n for n in names if n not in anchors], "missing from the built reference"
     for guide in sorted((ROOT / "docs").glob("*.md")):
         assert (out / f"{guide.stem}.html").is_file(), f"docs/{guide.name} is not in the built docs"
