@@ -7,7 +7,7 @@ ORACLE_PYTHON ?= $(shell bash ci/find-oracle-python 2>/dev/null)
 ORACLE_VENV ?= .venv-oracle
 PYTEST_ARGS ?=
 
-.PHONY: demo docs test test-main test-oracle test-slow lint typecheck bench clean
+.PHONY: demo docs test test-main test-expr test-dask test-oracle test-slow lint typecheck bench clean
 
 # setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
 $(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
@@ -26,10 +26,40 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
 
-test: lint docs test-main test-oracle
+test: lint docs test-main test-dask test-oracle
 
 test-main: $(VENV)/.installed
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+# The graph, xarray and docs tests again with dask's expression arrays (array.query-planning on). Not yet in
+# `make test`: about 25 of them still fail (xarray writes, some dask array-expr gaps); see issue 15.
+test-expr: $(VENV)/.installed
+	DASK_ARRAY__QUERY_PLANNING=True $(PY) -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
+
+# dask's own zarr tests (from the installed dask package, never copied here) with dask's from_zarr / to_zarr
+# routed to ours (ci/dask_route.py); the deselected ones are the deliberate differences of docs/dask.md.
+DASK_TESTS = $(shell $(PY) -c "import dask, os; print(os.path.dirname(dask.__file__))" 2>/dev/null)
+DASK_DIFFERENCES = \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_roundtrip \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_sharding_roundtrip \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_roundtrip_with_path_like \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_existing_array \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_pass_store \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_group \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_nocompute \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_regions \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_inline_array \
+	--deselect dask/array/tests/test_array_core.py::test_read_zarr_chunks \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_irregular_chunks \
+	--deselect dask/array/tests/test_array_core.py::test_zarr_risky_shards_warns \
+	--deselect dask/array/tests/test_array_core.py::test_compute_chunk_sizes_warning_fixes_to_zarr \
+	--deselect dask/tests/test_distributed.py::test_zarr_distributed_roundtrip \
+	--deselect dask/tests/test_distributed.py::test_zarr_distributed_with_explicit_directory_store
+test-dask: $(VENV)/.installed
+	cd $(DASK_TESTS)/.. && PYTHONPATH=$(CURDIR)/ci $(CURDIR)/$(PY) -m pytest -p dask_route -p no:cacheprovider -q \
+		-W error -o addopts="" --rootdir=. --timeout 300 -k zarr $(DASK_DIFFERENCES) \
+		dask/array/tests/test_array_core.py dask/tests/test_distributed.py \
+		dask/array/tests/test_xarray.py dask/tests/test_graph_manipulation.py
 
 # The randomized concurrency suites at full size (100+ runs per store kind), on demand.
 test-slow: $(VENV)/.installed

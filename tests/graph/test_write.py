@@ -23,6 +23,7 @@ from zarr_dask.errors import (
     WritePlanError,
 )
 from zarr_dask.graph import layers, target
+from zarr_dask.graph.write import to_zarr_delayed
 from zarr_dask.store import MemoryStore, open_store
 
 
@@ -191,13 +192,15 @@ def test_shards_unsupported_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch)
         zarr_dask.to_zarr(da.ones(4, chunks=2), MemoryStore(), shards=(4,))
 
 
-def test_compute_false_returns_delayed_and_writes_tokens_not_data() -> None:
+def test_compute_false_returns_a_dask_array_and_writes_tokens_not_data() -> None:
     store = MemoryStore()
     x = da.ones((30, 30), chunks=10)
     delayed = zarr_dask.to_zarr(x, store, chunks=(15, 15), compute=False)
-    assert isinstance(delayed, Delayed)
+    assert isinstance(delayed, da.Array) and delayed.chunks == x.chunks  # what dask's to_zarr returns
     assert zarr_dask.open_array(store).nchunks_initialized == 0  # metadata only, up front
-    assert delayed.compute() == 4  # the number of keys written: a token, never data
+    dask.compute(delayed)
+    lazy = to_zarr_delayed(x, MemoryStore(), chunks=(15, 15))
+    assert isinstance(lazy, Delayed) and lazy.compute() == 4  # the number of keys written: a token, never data
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], np.ones((30, 30)))
     graph = dict(delayed.__dask_graph__())
     task = _writer_tasks(delayed)[0]

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from dask._task_spec import DataNode, Task, TaskRef
 from dask.base import tokenize
 from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from zarr_dask.core import chunk_io
 from zarr_dask.core.indexing import DimSelection, chunk_projections
+from zarr_dask.graph import gateway
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
 from zarr_dask.store.arena import release_read_arena
@@ -41,7 +40,6 @@ STAT_KINDS = (
     "list_requests",
 )  # fmt: skip
 Stats = dict[str, int]
-_FAN_IN = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,16 +205,7 @@ def merge(*stats: Stats) -> Stats:
 
 def _fan_in(keys: Sequence[Any], name: str, final: Any, tasks: dict[Any, Any]) -> None:
     """``final`` = merge of ``keys``, through a tree of at most 32 inputs per task."""
-    level = list(keys)
-    depth = 0
-    while len(level) > _FAN_IN:
-        nxt = []
-        for i in range(0, len(level), _FAN_IN):
-            key = (f"{name}-merge-{depth}", i // _FAN_IN)
-            tasks[key] = Task(key, merge, *(TaskRef(k) for k in level[i : i + _FAN_IN]))
-            nxt.append(key)
-        level, depth = nxt, depth + 1
-    tasks[final] = Task(final, merge, *(TaskRef(k) for k in level))
+    tasks.update(gateway.fan_in(keys, name, final, merge))
 
 
 def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_malloc: bool = False) -> Delayed:
@@ -230,21 +219,21 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_m
     for a, stages in enumerate(arrays):
         after: list[Any] = []
         for s, (job, boxes) in enumerate(stages):
-            src, dst = DataNode(None, job.source), DataNode(None, job.target)
+            src, dst = gateway.data(job.source), gateway.data(job.target)
             keys = []
             for b, box in enumerate(boxes):
                 key = (f"{name}-copy-{a}-{s}", b)
-                tasks[key] = Task(key, copy_box, src, dst, DataNode(None, box), job.read_batch, job.write_batch,
-                                  job.workers, tune_malloc, s == len(stages) - 1, *after)  # fmt: skip
+                tasks[key] = gateway.task(key, copy_box, src, dst, gateway.data(box), job.read_batch,
+                                          job.write_batch, job.workers, tune_malloc, s == len(stages) - 1,
+                                          *after)  # fmt: skip
                 keys.append(key)
             done = (f"{name}-done", a, s)
             _fan_in(keys, f"{name}-{a}-{s}", done, tasks)
-            after = [TaskRef(done)]
+            after = [gateway.ref(done)]
             ends.append(done)
     final = f"{name}-total"
     _fan_in(ends, f"{name}-total", final, tasks)
-    graph = HighLevelGraph.from_collections(name, MaterializedLayer(tasks), dependencies=())
-    return cast(Delayed, cast(Any, Delayed)(final, graph, layer=name))
+    return gateway.delayed_result(final, gateway.graph(name, tasks), layer=name)
 
 
 def run_graph(graph: Delayed, *, scheduler: Any, threads: int, progress: bool) -> Stats:
@@ -277,7 +266,7 @@ def write_plan(job: CopyJob) -> WritePlan | None:
     if any(len(e) < 2 for e in edges):
         return None
     chunks = tuple(tuple(int(b - a) for a, b in itertools.pairwise(e)) for e in edges)
-    blocks = cast(Any, da).empty(job.target.shape, chunks=chunks, dtype=job.target.dtype)
+    blocks = gateway.as_dask(cast(Any, da).empty(job.target.shape, chunks=chunks, dtype=job.target.dtype))
     target = Target(handle=job.target, offsets=(0,) * len(chunks), action="create",
                     documents=nodes.documents(job.target.path, job.target.metadata))  # fmt: skip
     return make_plan(blocks, target)

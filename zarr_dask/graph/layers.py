@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 import numpy as np
-from dask._task_spec import DataNode, Task, TaskRef
 from dask.base import tokenize
 
 from zarr_dask.core import nodes
@@ -22,6 +21,7 @@ from zarr_dask.core.commit import incomplete_append
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
 from zarr_dask.graph import buffers
+from zarr_dask.graph.gateway import data, fan_in, ref, task
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
@@ -40,7 +40,6 @@ __all__ = [
 Box = tuple[tuple[int, int], ...]
 #: Per dimension: the array index where each of a task's blocks starts, then where the last one ends.
 Edges = tuple[tuple[int, ...], ...]
-_FAN_IN = 32
 
 
 def assemble(box: Box, edges: Edges, blocks: Sequence[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
@@ -163,44 +162,45 @@ def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:
     )
 
 
-def writer_tasks(plan: WritePlan, source: str, handle_key: str, name: str) -> dict[Any, Task]:
+def writer_tasks(plan: WritePlan, source: str, handle_key: str, name: str) -> dict[Any, Any]:
     """One task per segment combination; each receives exactly the source blocks overlapping its keys."""
-    tasks: dict[Any, Task] = {}
-    ref = TaskRef(handle_key)
+    tasks: dict[Any, Any] = {}
+    handle = ref(handle_key)
     index = itertools.product(*(range(len(d.segments)) for d in plan.dims))
     for gidx, segs in zip(index, plan.groups(), strict=True):
         key = (name, *gidx)
         box = tuple((s.start, s.stop) for s in segs)
-        deps = [TaskRef((source, *b)) for b in itertools.product(*(s.blocks for s in segs))]
-        tasks[key] = Task(key, write_group, ref, DataNode(None, box), DataNode(None, _edges(plan, segs)), *deps)
+        deps = [ref((source, *b)) for b in itertools.product(*(s.blocks for s in segs))]
+        tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), *deps)
     return tasks
 
 
-def token_tree(keys: Sequence[Any], name: str, final: Any, func: Any = done, extra: Sequence[Any] = ()) -> dict[Any, Task]:
-    """Reduce writer tokens in a tree (at most 32 inputs per task) into the single key ``final``."""
-    tasks: dict[Any, Task] = {}
-    level = list(keys)
-    depth = 0
-    while len(level) > _FAN_IN:
-        nxt = []
-        for i in range(0, len(level), _FAN_IN):
-            key = (f"{name}-fan-in-{depth}", i // _FAN_IN)
-            tasks[key] = Task(key, done, *(TaskRef(k) for k in level[i : i + _FAN_IN]))
-            nxt.append(key)
-        level, depth = nxt, depth + 1
-    tasks[final] = Task(final, func, *extra, *(TaskRef(k) for k in level))
-    return tasks
+def token_tree(keys: Sequence[Any], name: str, final: Any, func: Any = done, extra: Sequence[Any] = ()) -> dict[Any, Any]:
+    """Reduce writer tokens in a tree (at most 32 inputs per task, summed) into the single key ``final``."""
+    return fan_in(keys, name, final, func, extra, reduce=done)
 
 
-def readback_tasks(plan: WritePlan, chunks: Sequence[Sequence[int]], handle_key: str, after: Any, name: str) -> dict[Any, Task]:
-    """``return_stored``: one read task per source block, once the write is complete (``after``: its final
-    task, which follows every writer and refreshes consolidated metadata)."""
-    tasks: dict[Any, Task] = {}
-    ref, last = TaskRef(handle_key), TaskRef(after)
+def stored_nothing(*tokens: Any) -> None:
+    """A block of what ``to_zarr(..., compute=False)`` returns: nothing, once the write is complete (as
+    dask's ``store`` blocks)."""
+    return None
+
+
+def readback_tasks(
+    plan: WritePlan, chunks: Sequence[Sequence[int]], handle_key: str, after: Any, name: str, load: bool = True
+) -> dict[Any, Any]:
+    """One task per source block, once the write is complete (``after``: its final task, which follows every
+    writer and refreshes consolidated metadata): ``return_stored`` reads the block back (``load``), else it
+    is ``None`` (the array ``compute=False`` returns)."""
+    tasks: dict[Any, Any] = {}
+    handle, last = ref(handle_key), ref(after)
     for bidx in itertools.product(*(range(len(c)) for c in chunks)):
         key = (name, *bidx)
+        if not load:
+            tasks[key] = task(key, stored_nothing, last)
+            continue
         slices = tuple(
             slice(d.block_starts[i], d.block_starts[i + 1]) for d, i in zip(plan.dims, bidx, strict=True)
         )
-        tasks[key] = Task(key, read_back, ref, DataNode(None, slices), last)
+        tasks[key] = task(key, read_back, handle, data(slices), last)
     return tasks

@@ -16,9 +16,7 @@
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -26,19 +24,13 @@ from typing import Any, cast
 
 import numpy as np
 from dask import config
-from dask._task_spec import DataNode, TaskRef
-from dask.array.core import Array as DaskArray
-from dask.array.core import PerformanceWarning, getter, normalize_chunks
+from dask.array.core import PerformanceWarning, normalize_chunks
 from dask.base import tokenize
-from dask.blockwise import blockwise as core_blockwise
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-from dask.layers import ArrayBlockwiseDep
 from dask.utils import parse_bytes
 
 from zarr_dask.core.api import open_array
 from zarr_dask.core.array import Array
 from zarr_dask.errors import ZarrDaskError
-from zarr_dask.graph import buffers
 from zarr_dask.graph.chunking import (
     Chunks,
     Units,
@@ -46,112 +38,14 @@ from zarr_dask.graph.chunking import (
     chunks_token,
     default_chunks,
     dim_units,
-    is_regular,
     split_amplification,
 )
+from zarr_dask.graph.gateway import ZarrArray, read_collection
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.inputs import is_zarr_python_node, locate
 from zarr_dask.spec.paths import join_path, normalize_path
-from zarr_dask.store import Store
 
 __all__ = ["ZarrArray", "from_zarr", "handle_of", "read_chunks", "unit_chunks"]
-
-
-_blockwise: Any = core_blockwise
-
-
-class _BlockSlices(ArrayBlockwiseDep):
-    """Block index -> the block's slices, computed on demand (nothing is stored per block)."""
-
-    def __init__(self, chunks: Chunks) -> None:
-        super().__init__(chunks)
-        self._regular = [is_regular(c) for c in chunks]
-        self._starts = [
-            None if reg else np.concatenate([[0], np.cumsum(np.asarray(c, dtype=np.int64))])
-            for reg, c in zip(self._regular, chunks, strict=True)
-        ]
-        self._extent = [sum(c) for c in chunks]
-
-    def __getitem__(self, idx: tuple[int, ...]) -> tuple[slice, ...]:
-        out = []
-        for d, i in enumerate(idx):
-            starts = self._starts[d]
-            if starts is None:
-                size = self.chunks[d][0]
-                out.append(slice(i * size, min((i + 1) * size, self._extent[d]), None))
-            else:
-                out.append(slice(int(starts[i]), int(starts[i + 1]), None))
-        return tuple(out)
-
-    def __dask_tokenize__(self) -> Any:
-        return ("zarr_dask.BlockSlices", chunks_token(self.chunks))
-
-
-class ZarrArray(DaskArray):
-    """What :func:`from_zarr` returns: a dask array in every respect (operations on it return plain dask
-    arrays), except that ``compute()`` of the whole, untransformed array on a local scheduler (threads or
-    sync) reads every chunk straight into the result with the scheduler's number of threads -- one
-    allocation and no per-block copies, instead of reading blocks and concatenating them."""
-
-    def compute(self, **kwargs: Any) -> Any:
-        handle = self.__dict__.get("_zarr_handle")
-        threads = _local_threads(self, kwargs)
-        if handle is None or threads is None:
-            return cast(Any, super()).compute(**kwargs)
-        return handle.read_all(threads)
-
-    def __dask_postcompute__(self) -> Any:
-        """Assemble the computed blocks into memory from the block pool (``dask.compute(x)``, distributed
-        ``client.compute(x)``), like the direct ``compute()`` result, instead of fresh memory."""
-        return _assemble, (self.chunks, self.dtype)
-
-
-def _assemble(results: Any, chunks: Chunks, dtype: np.dtype[Any]) -> Any:
-    """The blocks (nested lists, one level per dimension) copied into one pooled array; anything but the
-    expected NumPy blocks goes to dask's own ``finalize``."""
-    from dask.array import core
-
-    finalize: Any = core.finalize
-
-    def leaves(nested: Any, depth: int, index: tuple[int, ...]) -> Any:
-        if depth == len(chunks):
-            yield index, nested
-            return
-        for i, sub in enumerate(nested):
-            yield from leaves(sub, depth + 1, (*index, i))
-
-    if not chunks or not isinstance(results, list | tuple):
-        return finalize(results)
-    found = list(leaves(results, 0, ()))
-    expected = list(itertools.product(*(range(len(c)) for c in chunks)))
-    if len(found) <= 1 or [i for i, _ in found] != expected:
-        return finalize(results)
-    starts = [np.concatenate([[0], np.cumsum(c)]).astype(int).tolist() for c in chunks]
-    for index, block in found:
-        shape = tuple(chunks[d][i] for d, i in enumerate(index))
-        if type(block) is not np.ndarray or block.dtype != dtype or block.shape != shape:
-            return finalize(results)
-    out = buffers.empty(tuple(int(sum(c)) for c in chunks), dtype)
-    for index, block in found:
-        out[tuple(slice(starts[d][i], starts[d][i + 1]) for d, i in enumerate(index))] = block
-    return out
-
-
-_DIRECT_KWARGS = frozenset({"scheduler", "num_workers", "optimize_graph", "traverse"})
-
-
-def _local_threads(x: DaskArray, kwargs: dict[str, Any]) -> int | None:
-    """Threads of the local scheduler ``compute(**kwargs)`` would use; None for any other scheduler."""
-    if set(kwargs) - _DIRECT_KWARGS:
-        return None
-    from dask import local, threaded
-    from dask.base import get_scheduler
-
-    get = cast(Any, get_scheduler)(scheduler=kwargs.get("scheduler"), collections=[x])
-    if get is local.get_sync:
-        return 1
-    if get is threaded.get:
-        return int(kwargs.get("num_workers") or config.get("num_workers", None) or os.cpu_count() or 1)
-    return None
 
 
 def handle_of(
@@ -176,13 +70,19 @@ def handle_of(
             ),
             write_empty_chunks=open_kwargs.get("write_empty_chunks", getattr(url_or_array, "_write_empty_chunks", False)),
         )
-    if not isinstance(url_or_array, str | os.PathLike | Store):
-        raise TypeError(
-            f"cannot read from {type(url_or_array).__name__}; pass a URL or path ('s3://bucket/x.zarr'), "
-            "a zarr_dask Store or a zarr_dask Array (for a zarr-python array, pass its store URL and path)"
-        )
+    if is_zarr_python_node(url_or_array):
+        store, path = locate(url_or_array, component, storage_options, read_only=mode == "r")
+        return handle_of(open_array(store, path=path, mode=mode, **open_kwargs))  # type: ignore[arg-type]
     path = normalize_path(join_path(open_kwargs.pop("path", "") or "", component or ""))
-    array = open_array(url_or_array, path=path, mode=mode, storage_options=storage_options, **open_kwargs)  # type: ignore[arg-type]
+    try:
+        array = open_array(url_or_array, path=path, mode=mode, storage_options=storage_options, **open_kwargs)  # type: ignore[arg-type]
+    except TypeError as e:
+        if "cannot open a store" not in str(e):
+            raise
+        raise TypeError(
+            f"cannot read from {type(url_or_array).__name__}; pass a URL or path ('s3://bucket/x.zarr'), an "
+            "fsspec mapper, a MutableMapping, a zarr_dask Store or Array, or a zarr-python store or Array"
+        ) from None
     return handle_of(array)
 
 
@@ -243,38 +143,11 @@ def read_chunks(handle: ArrayHandle, chunks: Any = None) -> Chunks:
     return normalized
 
 
-def _graph(handle: ArrayHandle, chunks: Chunks, name: str, inline_array: bool) -> HighLevelGraph:
-    out_ind = tuple(range(len(chunks)))
-    slices = _BlockSlices(chunks)
-    if inline_array:
-        layer = _blockwise(
-            getter, name, out_ind, handle, None, slices, out_ind, numblocks={}, _data_producer=True
-        )
-        return HighLevelGraph.from_collections(name, layer, dependencies=())
-    original = "original-" + name
-    layers = {
-        # a DataNode, not a bare object: a legacy layer would make dask's culling visit every key
-        original: MaterializedLayer({original: DataNode(original, handle)}),
-        name: _blockwise(
-            getter,
-            name,
-            out_ind,
-            TaskRef(original),
-            None,
-            slices,
-            out_ind,
-            numblocks={},
-            _data_producer=True,
-        ),
-    }
-    return HighLevelGraph(layers, {original: set(), name: {original}})
-
-
 def from_zarr(
     url_or_array: Any,
     component: str | None = None,
-    chunks: Any = None,
     storage_options: Mapping[str, Any] | None = None,
+    chunks: Any = None,
     name: str | bool | None = None,
     inline_array: bool = False,
     **open_kwargs: Any,
@@ -284,17 +157,19 @@ def from_zarr(
     Parameters
     ----------
     url_or_array
-        A URL or path (``"s3://bucket/data.zarr"``, ``"/data/x.zarr"``), a :class:`~zarr_dask.Store`, or
-        an opened :class:`~zarr_dask.Array`.
+        A URL or path (``"s3://bucket/data.zarr"``, ``"/data/x.zarr"``), an fsspec mapper, any
+        ``MutableMapping`` (``{}``), a :class:`~zarr_dask.Store` or a zarr-python store; or an opened array
+        (:class:`~zarr_dask.Array`, zarr-python ``Array``) or zarr-python ``Group`` (with ``component``),
+        read through its store and path.
     component
-        The array's path inside the store (for URLs and stores).
+        The array's path inside the store.
+    storage_options
+        fsspec options for URLs (credentials, endpoint...).
     chunks
         ``None`` / ``"auto"`` (default): blocks of whole storage units (the shard when the array is
         sharded, else the chunk) merged up to dask's ``array.chunk-size``; irregular for rectilinear grids.
         Anything :func:`dask.array.core.normalize_chunks` takes is honoured as given; chunks that cut
         storage units raise a :class:`~dask.array.core.PerformanceWarning` naming the cost.
-    storage_options
-        fsspec options for URLs (credentials, endpoint...).
     name
         The dask name; default a deterministic token of store, path, metadata and chunks (``False``: random).
     inline_array
@@ -325,8 +200,4 @@ def from_zarr(
         name = "from-zarr-" + tokenize(handle, chunks_token(dask_chunks), inline_array)
     elif name is False:
         name = "from-zarr-" + uuid.uuid4().hex
-    graph = _graph(handle, dask_chunks, str(name), inline_array)
-    meta = np.empty((0,) * handle.ndim, dtype=handle.dtype)
-    out = cast(ZarrArray, cast(Any, ZarrArray)(graph, str(name), dask_chunks, meta=meta))
-    out.__dict__["_zarr_handle"] = handle
-    return out
+    return cast(ZarrArray, read_collection(handle, dask_chunks, str(name), inline_array))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -27,9 +26,10 @@ from zarr_dask.errors import (
 )
 from zarr_dask.graph.chunking import is_regular
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.inputs import is_zarr_python_node, locate
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV3, RectilinearChunkGrid
-from zarr_dask.spec.paths import normalize_path, parent_paths
-from zarr_dask.store import Store, open_store
+from zarr_dask.spec.paths import parent_paths
+from zarr_dask.store import Store
 
 __all__ = ["CREATE_OPTIONS", "Target", "create_metadata", "grown_metadata", "resolve_target", "zarr_chunks_for"]
 
@@ -126,9 +126,12 @@ def region_offsets(region: Any, arr_shape: tuple[int, ...], shape: tuple[int, ..
 def _split_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     unknown = sorted(set(kwargs) - CREATE_OPTIONS - IO_OPTIONS)
     if unknown:
+        hint = ""
+        if {"read_only", "readonly"} & set(unknown):
+            hint = "; to open the store for writing use mode= ('a', 'w', 'w-', 'r+')"
         raise TypeError(
-            f"unexpected keyword argument(s) {unknown}; to_zarr takes the array options "
-            f"{sorted(CREATE_OPTIONS | IO_OPTIONS)}"
+            f"unexpected keyword argument(s) {unknown}; to_zarr takes mode= ('a', 'w', 'w-', 'r+'), "
+            f"overwrite=, consolidated= and the array options {sorted(CREATE_OPTIONS | IO_OPTIONS)}{hint}"
         )
     create = {k: v for k, v in kwargs.items() if k in CREATE_OPTIONS}
     io = {k: bool(v) for k, v in kwargs.items() if k in IO_OPTIONS}
@@ -151,26 +154,25 @@ def _build_metadata(arr: Any, create: dict[str, Any]) -> ArrayMetadata:
     return build_array_metadata(shape=arr.shape, **create)
 
 
-def _open_store(url: Any, storage_options: Mapping[str, Any] | None) -> Store:
-    if not isinstance(url, str | os.PathLike | Store):
-        raise TypeError(
-            f"cannot write to {type(url).__name__}; pass a URL or path ('s3://bucket/x.zarr'), a zarr_dask "
-            "Store, or a zarr_dask Array"
-        )
-    return open_store(url, storage_options=dict(storage_options or {}))
-
-
 def _locate(
     url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any
 ) -> tuple[Store, str, ArrayMetadata | None]:
-    """Store, path and (for writes into an existing array) its metadata."""
+    """Store, path and (for writes into an existing array: ``region=``, an opened array) its metadata."""
     if isinstance(url, Array):
         if component or storage_options:
             raise TypeError("component= and storage_options= apply to URLs, not to an opened Array; drop them")
         return url.store, url.path, url.metadata
-    store = _open_store(url, storage_options)
-    path = normalize_path(component or "")
-    return store, path, (_existing(store, path) if region is not None else None)
+    try:
+        store, path = locate(url, component, storage_options)
+    except TypeError as e:
+        if "cannot open a store" not in str(e):
+            raise
+        raise TypeError(
+            f"cannot write to {type(url).__name__}; pass a URL or path ('s3://bucket/x.zarr'), an fsspec mapper, "
+            "a MutableMapping, a zarr_dask Store or Array, or a zarr-python store, Array or Group"
+        ) from None
+    into_array = is_zarr_python_node(url) and not component and hasattr(url, "shape")  # a zarr-python Array
+    return store, path, (_existing(store, path) if region is not None or into_array else None)
 
 
 def resolve_target(

@@ -10,25 +10,26 @@ distributed workers are cheap and a retried task rewrites exactly the same bytes
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
-from dask._task_spec import DataNode, TaskRef
 from dask.array.core import Array as DaskArray
 from dask.base import tokenize
-from dask.delayed import Delayed, delayed
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from dask.delayed import delayed
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease
-from zarr_dask.errors import ArrayNotFoundError, IndexingError
+from zarr_dask.errors import ArrayNotFoundError, IndexingError, UnsupportedFeatureError
+from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
 from zarr_dask.graph.target import (
@@ -40,19 +41,15 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
-from zarr_dask.spec.paths import normalize_path
-from zarr_dask.store import open_store
+from zarr_dask.store.foreign import MappingStore
 from zarr_dask.store.versioned import conditional
 
-__all__ = ["append", "explain_write", "make_plan", "to_zarr"]
+__all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
 
 
 def _as_dask(arr: Any) -> DaskArray:
-    if isinstance(arr, DaskArray):
-        return arr
-    import dask.array as da
-
-    return cast(DaskArray, cast(Any, da).asarray(arr))
+    """A dask array (either mode) whose name is the name of its keys."""
+    return cast(DaskArray, gateway.as_dask(arr))
 
 
 _log = logging.getLogger("zarr_dask.graph")
@@ -66,7 +63,7 @@ def _check_consolidated_flag(consolidated: Any) -> None:
 def make_plan(arr: DaskArray, target: Target) -> WritePlan:
     """The write plan of ``arr`` into ``target`` (no I/O)."""
     h = target.handle
-    _log.debug("%s /%s: planning a %s write of %d dask blocks", h.store.url, h.path, target.action, arr.npartitions)
+    _log.debug("%s /%s: planning a %s write of %d dask blocks", h.store.url, h.path, target.action, math.prod(arr.numblocks))
     dims = tuple(
         plan_dim(g, n, o, c) for g, n, o, c in zip(h.io.grids, h.shape, target.offsets, arr.chunks, strict=True)
     )
@@ -97,21 +94,23 @@ def _graph(
     return_stored: bool,
     consolidated: bool | None,
     lease: str | None = None,
-) -> tuple[HighLevelGraph, str, str]:
+    as_array: bool = False,
+) -> tuple[Any, str, str]:
     """Writer tasks, the final task (append: the shape commit) that refreshes consolidated metadata, and for
-    ``return_stored`` the read-back after it; returns (graph, result name, token)."""
+    ``return_stored`` the read-back after it (``as_array``: blocks of ``None`` after it, the array
+    ``compute=False`` returns); returns (graph, result name, token)."""
     h = target.handle
     token = tokenize(arr.name, h, target.offsets, chunks_token(arr.chunks), target.action, return_stored, consolidated)
     name = f"to-zarr-{token}"
     handle_key = f"zarr-target-{token}"
-    tasks: dict[Any, Any] = {handle_key: DataNode(handle_key, h)}
+    tasks: dict[Any, Any] = {handle_key: gateway.value(handle_key, h)}
     writers = writer_tasks(plan, arr.name, handle_key, name)
     tasks.update(writers)
-    handle = TaskRef(handle_key)
-    pending = (DataNode(None, h.store.__dask_tokenize__()), token)
+    handle = gateway.ref(handle_key)
+    pending = (gateway.data(h.store.__dask_tokenize__()), token)
     if target.action == "append":
         commit = f"{name}-commit"
-        docs = (DataNode(None, target.old_documents), DataNode(None, target.documents))
+        docs = (gateway.data(target.old_documents), gateway.data(target.documents))
         tasks.update(
             token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending, lease))
         )
@@ -119,12 +118,12 @@ def _graph(
         commit = f"{name}-done"
         tasks.update(token_tree(list(writers), name, commit, finish, (handle, target.action, consolidated, *pending)))
     final = commit
-    if return_stored:
-        final = f"stored-{token}"
-        tasks.update(readback_tasks(plan, arr.chunks, handle_key, commit, final))
+    if return_stored or as_array:
+        final = f"stored-{token}" if return_stored else f"to-zarr-stored-{token}"
+        tasks.update(readback_tasks(plan, arr.chunks, handle_key, commit, final, load=return_stored))
     # the layer is named after the result (a dask array / Delayed finds its layer by its own name)
-    graph = HighLevelGraph.from_collections(final, MaterializedLayer(tasks), dependencies=[cast(Any, arr)])
-    return graph, final, token
+    return gateway.graph(final, tasks, dependencies=[arr]), final, token
+
 
 
 def _run(
@@ -135,17 +134,19 @@ def _run(
     consolidated: bool | None,
     lazy: bool | None = None,
     lease: str | None = None,
+    as_array: bool = False,
 ) -> Any:
     """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
     (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases."""
+    _check_in_process(target.handle.store)
     plan = make_plan(arr, target)
-    graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease)
+    graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array)
     result: Any
-    if return_stored:
-        meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype)
-        result = cast(Any, DaskArray)(graph, final, arr.chunks, meta=meta)
+    if return_stored or as_array:
+        meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype if return_stored else arr.dtype)
+        result = gateway.array_result(graph, final, arr.chunks, meta)
     else:
-        result = cast(Any, Delayed)(final, graph, layer=final)
+        result = gateway.delayed_result(final, graph)
     store = target.handle.store
     if ((not compute) if lazy is None else lazy) and conditional(store) is None:
         # without conditional writes, refuse a lazy write that would race a pending one (see graph.guard)
@@ -158,15 +159,32 @@ def _run(
     return None
 
 
+def _check_in_process(store: Any) -> None:
+    """A Python mapping cannot be written from a distributed cluster's workers (they would write copies)."""
+    if not isinstance(store, MappingStore):
+        return
+    from dask.base import get_scheduler
+
+    get = cast(Any, get_scheduler)()
+    if str(getattr(get, "__module__", "")).startswith("distributed"):
+        raise UnsupportedFeatureError(
+            "cannot write into a Python mapping with the distributed scheduler: its workers would write into "
+            "copies; write to a URL or path that the workers can reach",
+            store=store.url,
+        )
+
+
 def to_zarr(
     arr: Any,
     url: Any,
     component: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
     region: Any = None,
     compute: bool = True,
     return_stored: bool = False,
+    mode: str = "a",
+    *,
+    overwrite: bool = False,
     consolidated: bool | None = None,
     **kwargs: Any,
 ) -> Any:
@@ -182,23 +200,31 @@ def to_zarr(
     arr
         The dask array (anything else is wrapped with :func:`dask.array.asarray`).
     url
-        A URL or path, a :class:`~zarr_dask.Store`, or an opened :class:`~zarr_dask.Array` to write into.
+        Where to write: a URL or path (fsspec URLs too), an fsspec mapper, any ``MutableMapping`` (``{}``
+        included), a :class:`~zarr_dask.Store`, a zarr-python store, or an opened array to write into (a
+        :class:`~zarr_dask.Array` or a zarr-python ``Array``; the write goes through this planner, one writer
+        per key) or group (with ``component``).
     component
         The array's path inside the store.
     storage_options
         fsspec options for URLs.
-    overwrite
-        Replace an existing node at ``component`` (its data is deleted first); else an existing node is an
-        error.
     region
         A tuple of step-1 slices: write into that part of the *existing* array (which must not be given
         creation options).
     compute
-        Write now (returns ``None``), or return a :class:`~dask.delayed.Delayed` that writes when computed.
-        The metadata of a new array is written now either way, once.
+        Write now (returns ``None``), or return a dask array whose computation writes (its blocks compute
+        to ``None``, as :func:`dask.array.to_zarr`'s do). The metadata of a new array is written now either
+        way, once.
     return_stored
         Return a dask array that reads the stored data back, once everything is written (persisted when
         ``compute=True``).
+    mode
+        As for :func:`dask.array.to_zarr`: ``"a"`` (default) creates the array, or writes into it with
+        ``region=``; ``"w"`` replaces an existing node at ``component`` (same as ``overwrite=True``: its data
+        is deleted first; other nodes of the store are kept); ``"w-"`` creates and fails if a node exists;
+        ``"r+"`` writes into an existing array (the whole array, or ``region=``).
+    overwrite
+        The same as ``mode="w"``.
     consolidated
         ``None`` (default): after the data, refresh this array's entry (and those of the groups created for
         it) in the consolidated metadata of every enclosing group that has some -- one batched read of the
@@ -231,10 +257,62 @@ def to_zarr(
     """
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
+    overwrite, region = _mode(mode, overwrite, region, arr, url, component, storage_options)
+    # compute=False: a dask array whose blocks compute to None once written, as dask's to_zarr returns
+    return _write(arr, url, component, storage_options, region, compute, return_stored, overwrite, consolidated,
+                  kwargs, as_array=not compute)  # fmt: skip
+
+
+def _write(
+    arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any,
+    compute: bool, return_stored: bool, overwrite: bool, consolidated: bool | None, kwargs: Mapping[str, Any],
+    as_array: bool,
+) -> Any:  # fmt: skip
     target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
     if target.action in ("create", "overwrite"):
         create_metadata(target)
-    return _run(arr, target, compute, return_stored, consolidated)
+    return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)
+
+
+def to_zarr_delayed(
+    arr: Any,
+    url: Any,
+    component: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    region: Any = None,
+    *,
+    overwrite: bool = False,
+    consolidated: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """:func:`to_zarr` with ``compute=False``, returning a :class:`~dask.delayed.Delayed` that computes to
+    the number of keys written (for callers that combine writes, like the xarray backend)."""
+    arr = _as_dask(arr)
+    _check_consolidated_flag(consolidated)
+    return _write(arr, url, component, storage_options, region, False, False, overwrite, consolidated, kwargs,
+                  as_array=False)  # fmt: skip
+
+
+_MODES = ("a", "w", "w-", "r+")
+
+
+def _mode(
+    mode: str, overwrite: bool, region: Any, arr: DaskArray, url: Any, component: str | None,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[bool, Any]:  # fmt: skip
+    """``(overwrite, region)`` for dask's ``mode=`` of :func:`to_zarr`."""
+    if mode not in _MODES:
+        raise ValueError(
+            f"mode={mode!r} cannot write; to_zarr takes mode='a' (create, or write into region=), 'w' (replace "
+            "an existing node), 'w-' (create, fail if one exists) or 'r+' (write into the existing array)"
+        )
+    if mode == "w-" and overwrite:
+        raise ValueError("mode='w-' refuses to replace an existing node, but overwrite=True asks to; drop one")
+    if mode == "r+" and region is None:
+        if overwrite:
+            raise ValueError("mode='r+' writes into the existing array, but overwrite=True replaces it; drop one")
+        region = tuple(slice(0, n) for n in arr.shape)  # the whole existing array (must have its shape)
+    return overwrite or mode == "w", region
 
 
 def _append_target(arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any]) -> Target:
@@ -276,8 +354,7 @@ def _open_for_append(url: Any, component: str | None, storage_options: Mapping[s
     if isinstance(url, Array):
         store, path = url.store, url.path
     else:
-        store = open_store(url, storage_options=dict(storage_options or {}))
-        path = normalize_path(component or "")
+        store, path = locate(url, component, storage_options)
     try:
         return Array.open(store, path)
     except ArrayNotFoundError:
@@ -332,8 +409,11 @@ def append(
     _check_consolidated_flag(consolidated)
     array = _open_for_append(url, component, storage_options)
     if array is None:
-        created = to_zarr(arr, url, component, storage_options, compute=compute, consolidated=consolidated, **kwargs)
-        return tuple(arr.shape) if compute else cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
+        if compute:
+            to_zarr(arr, url, component, storage_options, consolidated=consolidated, **kwargs)
+            return tuple(arr.shape)
+        created = to_zarr_delayed(arr, url, component, storage_options, consolidated=consolidated, **kwargs)
+        return cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape

@@ -31,6 +31,8 @@ def open_store(
         * ``"memory://name"``: an :class:`FsspecStore` on fsspec's process-wide memory filesystem;
         * any other fsspec URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``zip::...``,
           ``reference://``, chained ``a::b``): an :class:`FsspecStore`;
+        * an fsspec mapper, a zarr-python store (``LocalStore``, ``MemoryStore``, ``FsspecStore``) or any
+          ``MutableMapping`` of keys to bytes (``{}``): a store over it (:mod:`zarr_dask.store.foreign`);
         * a :class:`Store`: returned as is, or as a read-only view if ``read_only`` is true.  A read-only
           store is never made writable by this function (``read_only=False`` means "as given").
     storage_options
@@ -64,10 +66,16 @@ def open_store(
     if isinstance(store, os.PathLike):
         store = os.fspath(store)
     if not isinstance(store, str):
-        raise TypeError(
-            f"cannot open a store from {type(store).__name__}; pass a path, a URL such as "
-            "'s3://bucket/data.zarr', or a Store"
-        )
+        from zarr_dask.store.foreign import foreign_store
+
+        found = foreign_store(store, read_only=read_only)
+        if found is None:
+            raise TypeError(
+                f"cannot open a store from {type(store).__name__}; pass a path, a URL such as "
+                "'s3://bucket/data.zarr', an fsspec mapper, a MutableMapping, a zarr-python store or a Store"
+            )
+        _no_options(storage_options, f"a {type(store).__name__}")
+        return found
     local = _local_path(store)
     if local is not None:
         _no_options(storage_options, f"the local path {store!r}")

@@ -30,7 +30,7 @@ from zarr_dask.core.chunk_io import is_fill
 from zarr_dask.core.commit import commit_metadata
 from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.graph.handle import ArrayHandle
-from zarr_dask.graph.write import to_zarr as graph_to_zarr
+from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import Store
@@ -179,7 +179,7 @@ def _data_write(w: VarWrite, store: Store) -> Delayed:
     target = Array(store, w.path, w.metadata)
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
-    return graph_to_zarr(_as_dask(w, store), target, region=w.region, compute=False, consolidated=False, **kwargs)  # type: ignore[no-any-return]
+    return graph_to_zarr(_as_dask(w, store), target, region=w.region, consolidated=False, **kwargs)  # type: ignore[no-any-return]
 
 
 def _commit(
