@@ -18,6 +18,7 @@ Each metadata document is written once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -137,7 +138,7 @@ def _as_dask(w: VarWrite, store: Store) -> Any:
 
     dtype = w.metadata.data_type.numpy_dtype
     data = w.data
-    if hasattr(data, "dask") and hasattr(data, "chunks"):
+    if _is_dask(data):
         return data if data.dtype == dtype else data.astype(dtype)
     arr = np.asarray(data)
     if arr.dtype != dtype:
@@ -171,11 +172,19 @@ def _write_scalar(data: Any, store: Store, w: VarWrite) -> int:
     return 1
 
 
+def _is_dask(data: Any) -> bool:
+    return hasattr(data, "dask") and hasattr(data, "chunks")
+
+
 def _data_write(w: VarWrite, store: Store) -> Delayed:
     if not w.metadata.shape:
         from dask.delayed import delayed
 
-        return delayed(_write_scalar, pure=False)(w.data, store, w)  # type: ignore[no-any-return]
+        data = w.data
+        if _is_dask(data):  # its one block's task, unoptimized: one graph, every shared task computed once
+            data = data.to_delayed(optimize_graph=False).item()
+        # (dask looks into dataclass arguments: ``w`` without its data, or that data would be computed again)
+        return delayed(_write_scalar, pure=False)(data, store, dataclasses.replace(w, data=None))  # type: ignore[no-any-return]
     target = Array(store, w.path, w.metadata)
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
@@ -243,7 +252,13 @@ def execute(
         variables={w.path: w.action for p in plans for w in p.writes},
         metadata_keys=tuple([*upfront, *deferred]),
     )
-    writes = [_data_write(w, store) for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
+        from dask.base import compute as dask_compute
+
+        dask_compute(*[_data_write(w, store) for w in todo if not _is_dask(w.data)])  # type: ignore[no-untyped-call]
+        todo = [w for w in todo if _is_dask(w.data)]
+    writes = [_data_write(w, store) for w in todo]
     final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
     if not compute:
         if lease is not None:
@@ -304,8 +319,9 @@ def to_zarr_dataset(
     zarr_format
         2 or 3 for new data (None: 3, or the existing group's format).
     compute
-        Write the data now, or return a dask ``Delayed`` that writes it (metadata of new arrays and groups is
-        written now either way; grown shapes and consolidated metadata when the Delayed runs).
+        Write the data now, or (False) return a dask ``Delayed`` that writes the dask-backed data. As with
+        xarray, metadata of new arrays and groups and the variables held in memory (index coordinates...) are
+        written at once either way; grown shapes and consolidated metadata when the Delayed runs.
     storage_options
         fsspec options for URLs.
     write_empty_chunks

@@ -1,0 +1,125 @@
+"""xarray's own write semantics (issue 16): compute=False, the template + region="auto" idiom, one computation
+per dask array, every store kind xarray accepts."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+
+import zarr_dask
+
+
+def _open(store, **kw):
+    return xr.open_dataset(store, engine="zarr_dask", **kw)
+
+
+def _template(n=30):
+    return xr.Dataset(
+        {"foo": ("x", da.zeros(n, chunks=10)), "bar": (("x", "y"), da.zeros((n, 2), chunks=(10, 2)))},
+        coords={"x": np.arange(n), "y": ["a", "b"], "label": ("x", np.arange(n) * 10)},
+    )
+
+
+# ---------------------------------------------------------------------------------- compute=False
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_compute_false_writes_data_in_memory_at_once(tmp_path, zarr_format):
+    url = str(tmp_path / "t.zarr")
+    delayed = zarr_dask.to_zarr_dataset(_template(), url, compute=False, zarr_format=zarr_format)
+    now = _open(url)
+    assert now.x.values.tolist() == list(range(30))  # xarray's engine: [0 0 0 0] was the bug
+    assert now.label.values.tolist() == [10 * i for i in range(30)] and now.y.values.tolist() == ["a", "b"]
+    assert not [p for p in (tmp_path / "t.zarr" / "foo").rglob("*") if p.is_file() and "." not in p.name[:1] and p.name != "zarr.json"]
+    delayed.compute()
+    xr.testing.assert_identical(_open(url).load(), _template().compute())
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_template_then_region_auto(tmp_path, zarr_format):
+    """xarray's documented idiom: write a template lazily, then fill it region by region (coordinates
+    dropped, or located with region="auto")."""
+    url = str(tmp_path / "t.zarr")
+    full = _template().copy()
+    full["foo"] = ("x", da.arange(30.0, chunks=7))
+    full["bar"] = (("x", "y"), da.ones((30, 2), chunks=(4, 2)))
+    zarr_dask.to_zarr_dataset(_template(), url, compute=False, zarr_format=zarr_format)
+    for start in range(0, 30, 12):  # region="auto" from the stored x, regions cutting chunks
+        part = full.isel(x=slice(start, start + 12))
+        zarr_dask.to_zarr_dataset(part.drop_vars(["y", "label"]), url, region="auto")
+    zarr_dask.to_zarr_dataset(full[["bar"]].isel(x=slice(0, 5)).drop_vars(["x", "y", "label"]) * 2, url,
+                              region={"x": slice(0, 5), "y": slice(None)})  # fmt: skip
+    expected = full.compute()
+    expected["bar"][:5] = 2.0
+    xr.testing.assert_identical(_open(url).load(), expected)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_datatree_template_then_region_auto(tmp_path, zarr_format):
+    url = str(tmp_path / "tree.zarr")
+    template = xr.DataTree.from_dict({"/": xr.Dataset(coords={"x": np.arange(30)}), "/a": _template().drop_vars("x")})
+    zarr_dask.to_zarr_datatree(template, url, compute=False, zarr_format=zarr_format)
+    tree = xr.open_datatree(url, engine="zarr_dask")
+    assert tree.x.values.tolist() == list(range(30)) and tree["a"].label.values[-1] == 290
+    for start in (0, 15):
+        sub = xr.Dataset({"foo": ("x", np.full(15, float(start)))}, coords={"x": np.arange(start, start + 15)})
+        zarr_dask.to_zarr_datatree(xr.DataTree.from_dict({"/a": sub}), url, region="auto")
+    got = xr.open_datatree(url, engine="zarr_dask")["a"].foo.values
+    assert got.tolist() == [0.0] * 15 + [15.0] * 15
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_datatree_compute_false_writes_data_in_memory_at_once(tmp_path, zarr_format):
+    url = str(tmp_path / "tree.zarr")
+    tree = xr.DataTree.from_dict({
+        "/": xr.Dataset({"n": ("x", np.arange(4))}),
+        "/g": xr.Dataset({"d": ("x", da.arange(4, chunks=2) + 1), "s": ((), 5)}),
+    })  # fmt: skip
+    delayed = zarr_dask.to_zarr_datatree(tree, url, compute=False, zarr_format=zarr_format)
+    now = xr.open_datatree(url, engine="zarr_dask")
+    assert now.n.values.tolist() == [0, 1, 2, 3] and int(now["g"].s) == 5
+    assert not (now["g"].d.values == [1, 2, 3, 4]).all()
+    delayed.compute()
+    assert xr.open_datatree(url, engine="zarr_dask")["g"].d.values.tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("shape", [(), (6,)])
+def test_datatree_write_computes_each_dask_array_once(tmp_path, shape):
+    """xarray's test_to_zarr_no_redundant_computation: a shared dask ancestor is computed once."""
+    calls = []
+
+    def expensive(x):
+        calls.append(1)
+        return x + 1
+
+    base = da.random.random(shape, chunks=shape)
+    d1 = da.map_blocks(expensive, base, meta=np.array((), np.float64))
+    tree = xr.DataTree.from_dict({"g1": xr.Dataset({"d": (("x",)[: len(shape)], d1)}),
+                                  "g2": xr.Dataset({"d": (("x",)[: len(shape)], d1 + 1)})})  # fmt: skip
+    zarr_dask.to_zarr_datatree(tree, str(tmp_path / "t.zarr"))
+    assert len(calls) == 1
+
+
+# ------------------------------------------------------------------------------------------ stores
+def test_a_dict_is_a_store():
+    store: dict = {}
+    ds = xr.Dataset({"v": ("x", np.arange(3.0))}, coords={"x": [1, 2, 3]})
+    zarr_dask.to_zarr_dataset(ds, store)
+    assert "v/zarr.json" in store and all(isinstance(v, bytes) for v in store.values())
+    xr.testing.assert_identical(_open(store).load(), ds)
+    zarr_dask.to_zarr_dataset(ds.isel(x=[0]) * 0, store, region="auto")
+    assert _open(store).v.values.tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("writer", ["zarr", "zarr_dask"])
+def test_zarr_python_memory_store_either_engine(writer, zarr_format):
+    zarr = pytest.importorskip("zarr")
+    store = zarr.storage.MemoryStore({}, read_only=False)
+    ds = xr.Dataset({"v": ("x", np.arange(3.0))}, coords={"x": [1, 2, 3]})
+    if writer == "zarr":
+        ds.to_zarr(store, zarr_format=zarr_format, consolidated=False)
+    else:
+        zarr_dask.to_zarr_dataset(ds, store, zarr_format=zarr_format)
+    for engine in ("zarr", "zarr_dask"):
+        xr.testing.assert_identical(xr.open_dataset(store, engine=engine, consolidated=False).load(), ds)
