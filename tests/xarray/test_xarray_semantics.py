@@ -105,8 +105,9 @@ def test_a_dict_is_a_store():
     store: dict = {}
     ds = xr.Dataset({"v": ("x", np.arange(3.0))}, coords={"x": [1, 2, 3]})
     zarr_dask.to_zarr_dataset(ds, store)
-    assert "v/zarr.json" in store and all(isinstance(v, bytes) for v in store.values())
+    assert "v/zarr.json" in store
     xr.testing.assert_identical(_open(store).load(), ds)
+    xr.testing.assert_identical(xr.open_dataset(store, engine="zarr").load(), ds)  # values: zarr-python's buffers
     zarr_dask.to_zarr_dataset(ds.isel(x=[0]) * 0, store, region="auto")
     assert _open(store).v.values.tolist() == [0.0, 1.0, 2.0]
 
@@ -123,3 +124,85 @@ def test_zarr_python_memory_store_either_engine(writer, zarr_format):
         zarr_dask.to_zarr_dataset(ds, store, zarr_format=zarr_format)
     for engine in ("zarr", "zarr_dask"):
         xr.testing.assert_identical(xr.open_dataset(store, engine=engine, consolidated=False).load(), ds)
+
+
+# ---------------------------------------------------------------------------------------- encodings
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_empty_chunks_encoding_means_none_given(zarr_format):
+    store: dict = {}
+    ds = xr.Dataset({"v": ("x", np.arange(5)), "s": ((), 1.5)})
+    zarr_dask.to_zarr_dataset(ds, store, encoding={"v": {"chunks": ()}, "s": {"chunks": ()}}, zarr_format=zarr_format)
+    back = _open(store)
+    assert back.v.encoding["chunks"] == (5,) and back.s.encoding["chunks"] == ()
+
+
+def test_v2_codecs_read_back_as_numcodecs_objects_and_write_back():
+    from numcodecs import Blosc, Delta
+
+    store: dict = {}
+    ds = xr.Dataset({"v": ("x", np.arange(50))})
+    compressor, delta = Blosc(cname="zstd", clevel=3, shuffle=2), Delta(dtype="<i8")
+    zarr_dask.to_zarr_dataset(ds, store, zarr_format=2, encoding={"v": {"compressors": (compressor,), "filters": [delta]}})
+    back = _open(store)
+    assert back.v.encoding["compressors"] == (compressor,) and back.v.encoding["filters"] == (delta,)
+    again: dict = {}
+    zarr_dask.to_zarr_dataset(back, again, zarr_format=2)  # objects read back are taken back
+    as_dicts: dict = {}
+    zarr_dask.to_zarr_dataset(ds, as_dicts, zarr_format=2, encoding={"v": {"compressors": (compressor.get_config(),)}})
+    assert _open(again).v.encoding["compressors"] == _open(as_dicts).v.encoding["compressors"] == (compressor,)
+
+
+def test_a_variable_named_none():
+    store: dict = {}
+    ds = xr.Dataset({None: ("x", [1, 2])})
+    zarr_dask.to_zarr_dataset(ds, store)
+    assert _open(store)["None"].values.tolist() == [1, 2]
+
+
+def test_invalid_variable_attribute_names_it_with_xarrays_message():
+    ds = xr.Dataset({"foo": ("x", [1])})
+    ds.foo.attrs["bad"] = xr.DataArray()
+    with pytest.raises(TypeError, match=r"^Invalid attribute in Dataset.attrs. In the attributes of variable 'foo'.*bad"):
+        zarr_dask.to_zarr_dataset(ds, {})
+
+
+def test_the_callers_variables_keep_their_encoding():
+    ds = xr.Dataset({"x": ("y", [np.pi, -np.pi])}, coords={"y": [0.0, 1.0]})
+    zarr_dask.to_zarr_dataset(ds, {}, encoding={"y": {"_FillValue": None}, "x": {"dtype": "f4"}})
+    assert ds.y.encoding == {} and ds.x.encoding == {}
+
+
+# -------------------------------------------------------------------------------------- truncation
+@pytest.mark.parametrize(
+    ("zarr_format", "kind"), [(2, "U"), (2, "S"), (3, "S")]
+)  # v3 text is variable-length: longer strings fit
+def test_appending_longer_fixed_length_strings_raises(zarr_format, kind):
+    store: dict = {}
+    ds = xr.Dataset({"t": ("time", np.array(["ab", "cd"], dtype=kind))}, coords={"time": [0, 1]})
+    zarr_dask.to_zarr_dataset(ds, store, zarr_format=zarr_format)
+    longer = xr.Dataset({"t": ("time", np.array(["abcde"], dtype=kind))}, coords={"time": [2]})
+    with pytest.raises(ValueError, match=r"Mismatched dtypes for variable t .*encoding=\{'t': \{'dtype': str\}\}"):
+        zarr_dask.to_zarr_dataset(longer, store, append_dim="time")
+    with pytest.raises(ValueError, match="Mismatched dtypes for variable t"):
+        zarr_dask.to_zarr_dataset(longer.isel(time=[0, 0]).assign_coords(time=[0, 1]), store, region="auto")
+    text = lambda: [v.decode() if isinstance(v, bytes) else v for v in _open(store).t.values.tolist()]  # noqa: E731
+    assert text() == ["ab", "cd"]  # nothing written
+    shorter = xr.Dataset({"t": ("time", np.array(["e"], dtype=kind))}, coords={"time": [2]})
+    zarr_dask.to_zarr_dataset(shorter, store, append_dim="time")
+    assert text() == ["ab", "cd", "e"]
+
+
+def test_v3_text_appends_longer_strings_whole():
+    store: dict = {}
+    ds = xr.Dataset({"t": ("time", np.array(["ab", "cd"]))}, coords={"time": [0, 1]})
+    zarr_dask.to_zarr_dataset(ds, store, zarr_format=3)
+    zarr_dask.to_zarr_dataset(xr.Dataset({"t": ("time", ["abcdefgh"])}, coords={"time": [2]}), store, append_dim="time")
+    assert _open(store).t.values.tolist() == ["ab", "cd", "abcdefgh"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_appending_another_kind_raises(zarr_format):
+    store: dict = {}
+    zarr_dask.to_zarr_dataset(xr.Dataset({"t": ("time", [1.5, 2.5])}), store, zarr_format=zarr_format)
+    with pytest.raises(ValueError, match="Mismatched dtypes for variable t"):
+        zarr_dask.to_zarr_dataset(xr.Dataset({"t": ("time", np.array(["a"], dtype="S1"))}), store, append_dim="time")

@@ -29,10 +29,20 @@ if ROUTE not in ("both", "write", "read"):
     raise pytest.UsageError(f"ZD_XARRAY_ROUTE must be both, write or read, not {ROUTE!r}")
 
 
+def _default_format(kw: dict[str, Any]) -> None:
+    """xarray's engine takes the default format from zarr-python's config (the suite sets it per test);
+    ``zarr_format=None`` means 3 (or the stored format) to zarr_dask, which never reads zarr-python's config."""
+    import zarr
+
+    if kw.get("zarr_format") is None:
+        kw["zarr_format"] = zarr.config.get("default_zarr_format")
+    kw.pop("chunkmanager_store_kwargs", None)  # dask.array.store options: we build our own graph
+
+
 def _to_zarr(dataset: Any, store: Any = None, mode: Any = None, group: Any = None, encoding: Any = None, **kw: Any) -> Any:
     import zarr_dask
 
-    kw.pop("chunkmanager_store_kwargs", None)  # dask.array.store options: we build our own graph
+    _default_format(kw)
     return zarr_dask.to_zarr_dataset(dataset, store, mode=mode, group=group, encoding=encoding, **kw)
 
 
@@ -40,7 +50,7 @@ def _datatree_to_zarr(dt: Any, store: Any, mode: Any = "w-", encoding: Any = Non
                       write_inherited_coords: bool = False, **kw: Any) -> Any:  # fmt: skip
     import zarr_dask
 
-    kw.pop("chunkmanager_store_kwargs", None)
+    _default_format(kw)
     return zarr_dask.to_zarr_datatree(
         dt, store, mode=mode, encoding=encoding, group=group, write_inherited_coords=write_inherited_coords, **kw
     )

@@ -56,12 +56,24 @@ def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read
     if mapping is not None:
         return mapping.with_read_only(True) if read_only and not mapping.read_only else mapping
     if isinstance(obj, MutableMapping):  # {} or any MutableMapping, as xarray accepts
-        return MappingStore(obj, read_only=read_only)
+        return MappingStore(obj, read_only=read_only, wrap=_zarr_buffer())
     raise TypeError(
         f"cannot open a Zarr store from {type(obj).__name__}; pass a path or URL ('s3://bucket/x.zarr'), a "
         "zarr_dask Store, a MutableMapping ({}), an fsspec mapper (fsspec.get_mapper) or a zarr-python "
         "LocalStore / FsspecStore / MemoryStore"
     )
+
+
+def _zarr_buffer() -> Callable[[bytes], Any] | None:
+    """zarr-python's ``Buffer.from_bytes`` when zarr-python is installed, else None (keep bytes): a dict
+    store then holds what xarray's own engine puts there, so either engine reads what the other wrote."""
+    import importlib.util
+
+    if importlib.util.find_spec("zarr") is None:
+        return None
+    from zarr.core.buffer import default_buffer_prototype
+
+    return default_buffer_prototype().buffer.from_bytes  # type: ignore[no-any-return]
 
 
 def _zarr_python_memory(obj: Any) -> Store | None:
@@ -70,11 +82,7 @@ def _zarr_python_memory(obj: Any) -> Store | None:
     read_only = bool(getattr(obj, "read_only", False))
     while type(obj).__module__.startswith("zarr") or hasattr(obj, "_store"):
         if isinstance(getattr(obj, "_store_dict", None), MutableMapping):
-            # the user passed a zarr-python store, so zarr-python is installed
-            from zarr.core.buffer import default_buffer_prototype
-
-            wrap = default_buffer_prototype().buffer.from_bytes
-            return MappingStore(obj._store_dict, read_only=read_only, wrap=wrap)
+            return MappingStore(obj._store_dict, read_only=read_only, wrap=_zarr_buffer())
         inner = getattr(obj, "_store", None)
         if inner is None:
             return None
