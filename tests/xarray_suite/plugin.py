@@ -76,9 +76,28 @@ def _zarr_dask_route(monkeypatch: pytest.MonkeyPatch) -> None:
     _route(monkeypatch)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # markers of xarray's own root conftest.py, which its wheel does not ship
+    for line in ("skip_if_param(**params, reason, condition=True): skip the matching parametrizations",
+                 "skip_with_dask_array: (xarray)", "flaky: (xarray)", "network: (xarray)", "slow: (xarray)"):  # fmt: skip
+        config.addinivalue_line("markers", line)
+
+
+def _skip_if_param(item: pytest.Item) -> None:
+    """xarray's ``skip_if_param`` marker (its root conftest.py implements it): skip the parametrizations that
+    match every given parameter (``default_zarr_format=3``...)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for mark in item.iter_markers("skip_if_param"):
+        kw = dict(mark.kwargs)
+        reason, condition = kw.pop("reason", "skip_if_param"), kw.pop("condition", True)
+        if condition and kw and all(k in params and params[k] == v for k, v in kw.items()):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     expected = expected_failures(ROUTE)
     for item in items:
+        _skip_if_param(item)
         name = item.nodeid.split("::", 1)[-1]
         for pattern, reason in expected.items():
             if pattern == name or (pattern.endswith("*") and name.startswith(pattern[:-1])):

@@ -292,7 +292,8 @@ class _Walk:
             todo = [g for g in frontier if g not in listings]
             for g, dirs in zip(todo, _list_dirs(self.store, [join_path(self.path, g) for g in todo], pool), strict=True):
                 listings[g] = dirs
-            children = [join_path(g, d) for g in frontier for d in listings.pop(g) if not d.startswith("__")]
+            # names starting with "__" are reserved, except xarray's array for a variable named None
+            children = [join_path(g, d) for g in frontier for d in listings.pop(g) if not d.startswith("__") or d == "__values__"]
             frontier = self._read_level(children, deeper=self.max_depth is None or depth + 1 < self.max_depth)
             depth += 1
         self._prune_implicit()

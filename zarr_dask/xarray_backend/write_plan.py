@@ -270,6 +270,12 @@ def _check_append_dim(state: StoreState, path: str, append_dim: Hashable | None,
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
 
 
+def _stored_name(name: Hashable) -> str:
+    """The array name of a variable: xarray stores a variable named None as ``__values__`` (and reads it back
+    as None)."""
+    return "__values__" if name is None else str(name)
+
+
 def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> GroupPlan:
     """Validate a Dataset write into the group at ``path`` and work out every document and data write."""
     from xarray import conventions
@@ -284,11 +290,11 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     )  # fmt: skip
     validation.validate_encoding_for_existing(opts.encoding, set(existing), opts.mode)
     encoded, attrs = conventions.encode_dataset_coordinates(ds)
-    variables = {str(k): v for k, v in encoded.items()}  # stored names are strings (a variable may be None)
-    explicit = {str(k) for k in opts.encoding}
+    variables = {_stored_name(k): v for k, v in encoded.items()}
+    explicit = {_stored_name(k) for k in opts.encoding}
     for k, enc in opts.encoding.items():
-        variables[str(k)] = variables[str(k)].copy(deep=False)  # never change the caller's variables
-        variables[str(k)].encoding = dict(enc)
+        variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
+        variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
     names = list(variables)
     old = [n for n in names if n in existing]
     if opts.mode == "r+" and (new_names := [k for k in names if k not in existing]):
