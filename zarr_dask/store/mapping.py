@@ -66,6 +66,9 @@ class _BytesView(MutableMapping[str, bytes]):
 class MappingStore(MemoryStore):
     """A :class:`~zarr_dask.store.MemoryStore` whose contents live in the caller's mapping.
 
+    Like MemoryStore it pickles its contents (a copy): writes made in other processes (``distributed``
+    workers) are not seen in the caller's mapping. Use a path or URL for data written by a cluster.
+
     Parameters
     ----------
     mapping
