@@ -3,6 +3,8 @@ per dask array, every store kind xarray accepts."""
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -208,3 +210,22 @@ def test_appending_another_kind_raises(zarr_format):
     zarr_dask.to_zarr_dataset(xr.Dataset({"t": ("time", [1.5, 2.5])}), store, zarr_format=zarr_format)
     with pytest.raises(ValueError, match="Mismatched dtypes for variable t"):
         zarr_dask.to_zarr_dataset(xr.Dataset({"t": ("time", np.array(["a"], dtype="S1"))}), store, append_dim="time")
+
+
+# -------------------------------------------------------------------------------------- DataArrays
+@pytest.mark.parametrize("name", [None, "temp", "x"])  # no name, a name, a name clashing with a coordinate
+def test_a_dataarray_round_trips_with_either_engine(name):
+    arr = xr.DataArray(np.arange(3.0), dims="x", coords={"x": [10, 20, 30]}, name=name)
+    ours: dict = {}
+    zarr_dask.to_zarr_dataset(arr, ours, consolidated=False)
+    theirs: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python's notices about its own v3 choices
+        arr.to_zarr(theirs, consolidated=False)
+        for store in (ours, theirs):
+            for engine in ("zarr", "zarr_dask"):
+                back = xr.open_dataarray(store, engine=engine, consolidated=False).load()
+                xr.testing.assert_identical(back, arr)
+    accessor: dict = {}
+    arr.zarr_dask.to_zarr(accessor)
+    xr.testing.assert_identical(xr.open_dataarray(accessor, engine="zarr_dask").load(), arr)

@@ -268,6 +268,23 @@ def execute(
     return out
 
 
+def _as_dataset(obj: Any) -> Any:
+    """A DataArray as ``DataArray.to_zarr`` writes it (so ``xr.open_dataarray`` reads it back, name included)."""
+    import xarray as xr
+
+    if not isinstance(obj, xr.DataArray):
+        return obj
+    from xarray.backends.api import DATAARRAY_NAME, DATAARRAY_VARIABLE
+
+    if obj.name is None:
+        return obj.to_dataset(name=DATAARRAY_VARIABLE)
+    if obj.name in obj.coords or obj.name in obj.dims:  # a name the data model cannot hold: kept in an attribute
+        ds = obj.to_dataset(name=DATAARRAY_VARIABLE)
+        ds.attrs[DATAARRAY_NAME] = obj.name
+        return ds
+    return obj.to_dataset()
+
+
 def to_zarr_dataset(
     ds: Any,
     store: Any,
@@ -291,7 +308,7 @@ def to_zarr_dataset(
     Parameters
     ----------
     ds
-        The dataset (dask-backed or in memory).
+        The dataset (dask-backed or in memory); a DataArray is written as ``DataArray.to_zarr`` writes it.
     store
         A path, a URL (``"s3://bucket/data.zarr"``), a zarr_dask Store, or an fsspec mapper.
     mode
@@ -346,6 +363,7 @@ def to_zarr_dataset(
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]
     """
     del safe_chunks, align_chunks
+    ds = _as_dataset(ds)
     opts = WriteOptions(
         mode=validation.choose_mode(mode, append_dim, region),
         append_dim=append_dim,
