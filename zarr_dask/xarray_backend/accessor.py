@@ -1,4 +1,5 @@
-"""``ds.zarr_dask.to_zarr(...)`` and ``dt.zarr_dask.to_zarr(...)``: the writers as xarray accessors.
+"""``ds.zarr_dask.to_zarr(...)``, ``da.zarr_dask.to_zarr(...)`` and ``dt.zarr_dask.to_zarr(...)``: the writers as
+xarray accessors.
 
 Registered when :mod:`zarr_dask.xarray_backend` is first imported (by xarray when it lists its engines, or by
 ``zarr_dask.to_zarr_dataset``); registering costs nothing, the writers load on first call.
@@ -10,7 +11,7 @@ from typing import Any
 
 import xarray as xr
 
-__all__ = ["DataTreeAccessor", "DatasetAccessor", "register"]
+__all__ = ["DataArrayAccessor", "DataTreeAccessor", "DatasetAccessor", "register"]
 
 
 class DatasetAccessor:
@@ -24,6 +25,19 @@ class DatasetAccessor:
         from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset
 
         return to_zarr_dataset(self._ds, store, **kwargs)
+
+
+class DataArrayAccessor:
+    """``da.zarr_dask``: zarr_dask operations on a DataArray."""
+
+    def __init__(self, da: xr.DataArray) -> None:
+        self._da = da
+
+    def to_zarr(self, store: Any, **kwargs: Any) -> Any:
+        """:func:`zarr_dask.to_zarr_dataset` of this array (read it back with ``xr.open_dataarray``)."""
+        from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset
+
+        return to_zarr_dataset(self._da, store, **kwargs)
 
 
 class DataTreeAccessor:
@@ -43,5 +57,7 @@ def register() -> None:
     """Register the ``zarr_dask`` accessors (once per process)."""
     if not hasattr(xr.Dataset, "zarr_dask"):
         xr.register_dataset_accessor("zarr_dask")(DatasetAccessor)  # type: ignore[no-untyped-call]
+    if not hasattr(xr.DataArray, "zarr_dask"):
+        xr.register_dataarray_accessor("zarr_dask")(DataArrayAccessor)  # type: ignore[no-untyped-call]
     if not hasattr(xr.DataTree, "zarr_dask"):
         xr.register_datatree_accessor("zarr_dask")(DataTreeAccessor)  # type: ignore[no-untyped-call]

@@ -9,7 +9,8 @@
   ``encoding["fill_value"]`` (v3) and a ``_FillValue`` attribute is decoded from xarray's ``FillValueCoder``
   form (floats as base64 of a little-endian float64).
 * Encoding: ``chunks`` (the chunk, or inner chunk when sharded), ``preferred_chunks`` (the write unit: the
-  shard when sharded), ``shards``, ``compressors``, ``filters`` and (v3) ``serializer`` as codec JSON.
+  shard when sharded), ``shards``, ``compressors`` and ``filters`` (v2: numcodecs objects, as xarray's engine;
+  v3: codec JSON, which both engines take back) and (v3) ``serializer`` as codec JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST
+from zarr_dask.codecs.objects import codec_object
 from zarr_dask.codecs.registry import NUMCODECS_PREFIX
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, RegularDimGrid
@@ -267,7 +269,8 @@ def _sharding_config(meta: ArrayMetadataV2 | ArrayMetadataV3) -> dict[str, Any] 
 
 
 def read_encoding(handle: ArrayHandle, dims: tuple[str, ...]) -> dict[str, Any]:
-    """The variable encoding xarray's zarr engine reports (codecs as JSON dicts), with ``preferred_chunks``
+    """The variable encoding xarray's zarr engine reports (v2 compressors and filters as numcodecs objects,
+    v3 codecs as JSON dicts), with ``preferred_chunks``
     set to the write unit (the shard when sharded), so ``chunks={}`` gives shard-aligned dask blocks."""
     meta = handle.metadata
     grids, shape = handle.io.grids, handle.shape
@@ -280,10 +283,12 @@ def read_encoding(handle: ArrayHandle, dims: tuple[str, ...]) -> dict[str, Any]:
         "shards": units if sharding is not None else None,
     }
     if isinstance(meta, ArrayMetadataV2):
-        encoding["compressors"] = () if meta.compressor is None else (dict(meta.compressor),)
-        encoding["filters"] = tuple(dict(f) for f in meta.filters or ())
+        encoding["compressors"] = () if meta.compressor is None else (codec_object(meta.compressor),)
+        encoding["filters"] = tuple(codec_object(f) for f in meta.filters or ())
         return encoding
     codecs = tuple(meta.codecs) if sharding is None else tuple(sharding.get("codecs", ()))
     filters, serializer, compressors = _split_codecs(codecs)
+    # v3 codecs stay JSON (xarray's engine reports zarr-python objects, which need zarr-python; both engines
+    # take the JSON back on write, and zarr-python refuses numcodecs objects in a v3 chain)
     encoding.update({"compressors": compressors, "filters": filters, "serializer": serializer})
     return encoding

@@ -85,6 +85,8 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
         zarr_format: Literal[2, 3] | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
         allow_unsafe_codecs: bool = False,
+        mode: Literal["r"] = "r",
+        cache_members: bool = True,
     ) -> Dataset:
         """Open the group ``group`` of a Zarr store as a Dataset.
 
@@ -108,6 +110,8 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
             Mask data equal to the Zarr ``fill_value`` (as CF ``_FillValue``). None: True for v2, False for v3.
         allow_unsafe_codecs
             Allow codecs that can run code on decode (pickle & co.); off by default.
+        mode, cache_members
+            Accepted as xarray's zarr engine accepts them (reading never writes; metadata is read once).
 
         Returns
         -------
@@ -126,6 +130,7 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
 
         from zarr_dask.xarray_backend.reading import open_dataset
 
+        del mode, cache_members
         logging.getLogger("zarr_dask.xarray").debug("open_dataset %s group=%s", filename_or_obj, group)
         return open_dataset(
             filename_or_obj,
@@ -161,11 +166,14 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
         zarr_format: Literal[2, 3] | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
         allow_unsafe_codecs: bool = False,
+        mode: Literal["r"] = "r",
+        cache_members: bool = True,
     ) -> dict[str, Dataset]:
         """Every group below ``group`` (implicit groups included) as ``{"/path": Dataset}``; the options are
         those of :meth:`open_dataset`. The hierarchy's metadata is read once for all groups."""
         from zarr_dask.xarray_backend.reading import open_groups_as_dict
 
+        del mode, cache_members
         return open_groups_as_dict(
             filename_or_obj,
             drop_variables=drop_variables,

@@ -40,6 +40,9 @@ from zarr_dask.store import Store
 
 __all__ = ["CONSOLIDATED_FALLBACK_WARNING", "Hierarchy", "Peek", "load_hierarchy"]
 
+# array names xarray writes although they start with the reserved "__": a variable named None, a DataArray
+_XARRAY_NAMES = frozenset({"__values__", "__xarray_dataarray_variable__"})
+
 ZarrFormat = Literal[2, 3]
 ArrayMeta = ArrayMetadataV2 | ArrayMetadataV3
 GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
@@ -292,7 +295,8 @@ class _Walk:
             todo = [g for g in frontier if g not in listings]
             for g, dirs in zip(todo, _list_dirs(self.store, [join_path(self.path, g) for g in todo], pool), strict=True):
                 listings[g] = dirs
-            children = [join_path(g, d) for g in frontier for d in listings.pop(g) if not d.startswith("__")]
+            # names starting with "__" are reserved, except the arrays xarray itself names so
+            children = [join_path(g, d) for g in frontier for d in listings.pop(g) if not d.startswith("__") or d in _XARRAY_NAMES]
             frontier = self._read_level(children, deeper=self.max_depth is None or depth + 1 < self.max_depth)
             depth += 1
         self._prune_implicit()

@@ -12,11 +12,12 @@ decoding times reads their values and would otherwise make every later variable 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr_dask.spec.paths import normalize_path
 from zarr_dask.store import FsspecStore, Store, open_store
+from zarr_dask.store.mapping import MappingStore
 from zarr_dask.xarray_backend.datastore import ZarrDaskDataStore
 from zarr_dask.xarray_backend.hierarchy import Hierarchy, load_hierarchy
 from zarr_dask.xarray_backend.prefetch import EarlyCoordinates
@@ -50,11 +51,43 @@ def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read
         return FsspecStore(_blocking(fs), str(root), read_only=read_only or bool(getattr(obj, "read_only", False)))
     root = getattr(obj, "root", None)
     if isinstance(root, os.PathLike) and type(obj).__name__ == "LocalStore":  # zarr-python's LocalStore
-        return open_store(root, read_only=read_only)
+        return open_store(root, read_only=read_only or bool(getattr(obj, "read_only", False)))
+    mapping = _zarr_python_memory(obj)
+    if mapping is not None:
+        return mapping.with_read_only(True) if read_only and not mapping.read_only else mapping
+    if isinstance(obj, MutableMapping):  # {} or any MutableMapping, as xarray accepts
+        return MappingStore(obj, read_only=read_only, wrap=_zarr_buffer())
     raise TypeError(
         f"cannot open a Zarr store from {type(obj).__name__}; pass a path or URL ('s3://bucket/x.zarr'), a "
-        "zarr_dask Store, an fsspec mapper (fsspec.get_mapper) or a zarr-python LocalStore / FsspecStore"
+        "zarr_dask Store, a MutableMapping ({}), an fsspec mapper (fsspec.get_mapper) or a zarr-python "
+        "LocalStore / FsspecStore / MemoryStore"
     )
+
+
+def _zarr_buffer() -> Callable[[bytes], Any] | None:
+    """zarr-python's ``Buffer.from_bytes`` when zarr-python is installed, else None (keep bytes): a dict
+    store then holds what xarray's own engine puts there, so either engine reads what the other wrote."""
+    import importlib.util
+
+    if importlib.util.find_spec("zarr") is None:
+        return None
+    from zarr.core.buffer import default_buffer_prototype
+
+    return default_buffer_prototype().buffer.from_bytes  # type: ignore[no-any-return]
+
+
+def _zarr_python_memory(obj: Any) -> Store | None:
+    """zarr-python's ``MemoryStore`` (possibly inside ``WrapperStore``s): a MappingStore over its dict, whose
+    new values are zarr-python buffers (so zarr-python reads what we write)."""
+    read_only = bool(getattr(obj, "read_only", False))
+    while type(obj).__module__.startswith("zarr") or hasattr(obj, "_store"):
+        if isinstance(getattr(obj, "_store_dict", None), MutableMapping):
+            return MappingStore(obj._store_dict, read_only=read_only, wrap=_zarr_buffer())
+        inner = getattr(obj, "_store", None)
+        if inner is None:
+            return None
+        obj = inner
+    return None
 
 
 def _blocking(fs: Any) -> Any:

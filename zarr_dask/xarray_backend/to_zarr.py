@@ -18,6 +18,7 @@ Each metadata document is written once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -137,7 +138,7 @@ def _as_dask(w: VarWrite, store: Store) -> Any:
 
     dtype = w.metadata.data_type.numpy_dtype
     data = w.data
-    if hasattr(data, "dask") and hasattr(data, "chunks"):
+    if _is_dask(data):
         return data if data.dtype == dtype else data.astype(dtype)
     arr = np.asarray(data)
     if arr.dtype != dtype:
@@ -171,11 +172,19 @@ def _write_scalar(data: Any, store: Store, w: VarWrite) -> int:
     return 1
 
 
+def _is_dask(data: Any) -> bool:
+    return hasattr(data, "dask") and hasattr(data, "chunks")
+
+
 def _data_write(w: VarWrite, store: Store) -> Delayed:
     if not w.metadata.shape:
         from dask.delayed import delayed
 
-        return delayed(_write_scalar, pure=False)(w.data, store, w)  # type: ignore[no-any-return]
+        data = w.data
+        if _is_dask(data):  # its one block's task, unoptimized: one graph, every shared task computed once
+            data = data.to_delayed(optimize_graph=False).item()
+        # (dask looks into dataclass arguments: ``w`` without its data, or that data would be computed again)
+        return delayed(_write_scalar, pure=False)(data, store, dataclasses.replace(w, data=None))  # type: ignore[no-any-return]
     target = Array(store, w.path, w.metadata)
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
@@ -243,7 +252,13 @@ def execute(
         variables={w.path: w.action for p in plans for w in p.writes},
         metadata_keys=tuple([*upfront, *deferred]),
     )
-    writes = [_data_write(w, store) for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
+        from dask.base import compute as dask_compute
+
+        dask_compute(*[_data_write(w, store) for w in todo if not _is_dask(w.data)])  # type: ignore[no-untyped-call]
+        todo = [w for w in todo if _is_dask(w.data)]
+    writes = [_data_write(w, store) for w in todo]
     final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
     if not compute:
         if lease is not None:
@@ -251,6 +266,23 @@ def execute(
         return final  # type: ignore[no-any-return]
     out: DatasetWriteResult = final.compute()
     return out
+
+
+def _as_dataset(obj: Any) -> Any:
+    """A DataArray as ``DataArray.to_zarr`` writes it (so ``xr.open_dataarray`` reads it back, name included)."""
+    import xarray as xr
+
+    if not isinstance(obj, xr.DataArray):
+        return obj
+    from xarray.backends.api import DATAARRAY_NAME, DATAARRAY_VARIABLE
+
+    if obj.name is None:
+        return obj.to_dataset(name=DATAARRAY_VARIABLE)
+    if obj.name in obj.coords or obj.name in obj.dims:  # a name the data model cannot hold: kept in an attribute
+        ds = obj.to_dataset(name=DATAARRAY_VARIABLE)
+        ds.attrs[DATAARRAY_NAME] = obj.name
+        return ds
+    return obj.to_dataset()
 
 
 def to_zarr_dataset(
@@ -276,7 +308,7 @@ def to_zarr_dataset(
     Parameters
     ----------
     ds
-        The dataset (dask-backed or in memory).
+        The dataset (dask-backed or in memory); a DataArray is written as ``DataArray.to_zarr`` writes it.
     store
         A path, a URL (``"s3://bucket/data.zarr"``), a zarr_dask Store, or an fsspec mapper.
     mode
@@ -304,8 +336,9 @@ def to_zarr_dataset(
     zarr_format
         2 or 3 for new data (None: 3, or the existing group's format).
     compute
-        Write the data now, or return a dask ``Delayed`` that writes it (metadata of new arrays and groups is
-        written now either way; grown shapes and consolidated metadata when the Delayed runs).
+        Write the data now, or (False) return a dask ``Delayed`` that writes the dask-backed data. As with
+        xarray, metadata of new arrays and groups and the variables held in memory (index coordinates...) are
+        written at once either way; grown shapes and consolidated metadata when the Delayed runs.
     storage_options
         fsspec options for URLs.
     write_empty_chunks
@@ -330,6 +363,7 @@ def to_zarr_dataset(
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]
     """
     del safe_chunks, align_chunks
+    ds = _as_dataset(ds)
     opts = WriteOptions(
         mode=validation.choose_mode(mode, append_dim, region),
         append_dim=append_dim,

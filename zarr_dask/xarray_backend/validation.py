@@ -182,7 +182,7 @@ def validate_append_dtype(name: str, existing_dtype: np.dtype[Any], new: Any) ->
             f"dataset to append has dtype {dtype}."
             + (
                 " Longer strings would be truncated: rewrite the variable with a longer (or variable-length) "
-                "string type, e.g. encoding={name!r: {'dtype': str}} with mode='w'."
+                f"string type, e.g. encoding={{{name!r}: {{'dtype': str}}}} with mode='w'."
                 if dtype.kind in "SU"
                 else ""
             )

@@ -122,7 +122,8 @@ def zarr_encoding(var: Any, name: Any, *, explicit: bool, zarr_format: ZarrForma
     ValueError
         ``unexpected encoding parameters for zarr backend: [...]`` (xarray's message) for explicit encodings.
     """
-    enc = {k: v for k, v in var.encoding.items() if k not in _SAFE_TO_DROP}
+    # ``_FillValue`` moved to the attributes during CF encoding; ``_FillValue: None`` (no fill value) stays
+    enc = {k: v for k, v in var.encoding.items() if k not in _SAFE_TO_DROP and not (k == "_FillValue" and v is None)}
     valid = _VALID | ({"fill_value"} if zarr_format == 3 else set())
     invalid = [k for k in enc if k not in valid]
     if explicit and invalid:
@@ -130,6 +131,8 @@ def zarr_encoding(var: Any, name: Any, *, explicit: bool, zarr_format: ZarrForma
         raise ValueError(f"unexpected encoding parameters for zarr backend:  {invalid!r}." + msg)
     for k in invalid:
         del enc[k]
+    if isinstance(enc.get("chunks"), tuple | list) and not enc["chunks"]:
+        del enc["chunks"]  # chunks=(): none given, as xarray reads it (the dask blocks, or automatic chunks)
     if not explicit:
         _drop_stale(name, enc, tuple(var.shape), zarr_format)
     if isinstance(enc.get("shards"), int | np.integer):

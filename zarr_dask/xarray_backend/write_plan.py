@@ -196,7 +196,9 @@ def _write_empty(enc: Mapping[str, Any], global_value: bool | None) -> bool | No
 
 
 def _attr_error(e: ZarrDaskError, what: str) -> TypeError:
-    return TypeError(f"Invalid attribute in {what}: {e}")
+    """xarray's message (users match on its start: "Invalid attribute in Dataset.attrs."), then which
+    attribute of what, and why."""
+    return TypeError(f"Invalid attribute in Dataset.attrs. In {what}: {e}")
 
 
 # ------------------------------------------------------------------------------------ new variables
@@ -268,6 +270,12 @@ def _check_append_dim(state: StoreState, path: str, append_dim: Hashable | None,
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
 
 
+def _stored_name(name: Hashable) -> str:
+    """The array name of a variable: xarray stores a variable named None as ``__values__`` (and reads it back
+    as None)."""
+    return "__values__" if name is None else str(name)
+
+
 def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> GroupPlan:
     """Validate a Dataset write into the group at ``path`` and work out every document and data write."""
     from xarray import conventions
@@ -281,10 +289,13 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
         lambda d, r: validation.auto_region(d, r, _stored_index(state, path, fmt)),
     )  # fmt: skip
     validation.validate_encoding_for_existing(opts.encoding, set(existing), opts.mode)
-    variables, attrs = conventions.encode_dataset_coordinates(ds)
+    encoded, attrs = conventions.encode_dataset_coordinates(ds)
+    variables = {_stored_name(k): v for k, v in encoded.items()}
+    explicit = {_stored_name(k) for k in opts.encoding}
     for k, enc in opts.encoding.items():
-        variables[k].encoding = enc
-    names = [str(k) for k in variables]
+        variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
+        variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
+    names = list(variables)
     old = [n for n in names if n in existing]
     if opts.mode == "r+" and (new_names := [k for k in names if k not in existing]):
         raise ValueError(
@@ -306,7 +317,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     )
     for name in names:
         if name not in old:
-            plan.writes.append(_new_write(name, variables[name], path, fmt, name in opts.encoding, opts))
+            plan.writes.append(_new_write(name, variables[name], path, fmt, name in explicit, opts))
     stored = _existing_variables(state, path, fmt, old) if old else {}
     for name in old:
         if opts.mode == "a-" and opts.append_dim is not None and opts.append_dim not in variables[name].dims:
