@@ -146,3 +146,23 @@ def test_two_processes_creating_arrays_in_one_consolidated_hierarchy(
     fresh = zarr_dask.open_group(url, storage_options=options, use_consolidated=True)
     assert all(fresh[f"{tag}/a{i}"].shape == (i + 1,) for tag in "pq" for i in range(24))
     assert zarr_dask.check_consolidated(url, storage_options=options) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_lazy_append_computed_on_the_cluster_gives_its_lease_back(
+    client: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    import dask.array as da
+
+    from zarr_dask.core.lease import lease_key
+    from zarr_dask.store import open_store
+
+    target, options = _stores(tmp_path, request, kind)
+    store = open_store(target, storage_options=options)
+    zarr_dask.create_array(store, shape=(3, 2), dtype="i4", chunks=(2, 2), fill_value=0)
+    lazy = zarr_dask.append(da.full((3, 2), 5, dtype="i4", chunks=1), store, compute=False)
+    assert store.exists(lease_key(""))  # held from the call until the commit (on a worker) gives it back
+    assert client.compute(lazy).result() == (6, 2)
+    assert not store.exists(lease_key(""))
+    assert zarr_dask.append(da.full((1, 2), 7, dtype="i4", chunks=1), store) == (7, 2)  # the next one goes on
+    np.testing.assert_array_equal(zarr_dask.open_array(store)[:, 0], [0, 0, 0, 5, 5, 5, 7])
