@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.xarray_suite.expected import expected_failures
+from tests.xarray_suite.expected import expected_failures, fixed_upstream_xfails
 
 ROUTE = os.environ.get("ZD_XARRAY_ROUTE", "both")
 if ROUTE not in ("both", "write", "read"):
@@ -103,9 +103,12 @@ def _matcher(pattern: str) -> re.Pattern[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     expected = [(_matcher(pattern), reason) for pattern, reason in expected_failures(ROUTE).items()]
+    fixed = [_matcher(pattern) for pattern in fixed_upstream_xfails(ROUTE)]
     for item in items:
         _skip_if_param(item)
         name = item.nodeid.split("::", 1)[-1]  # Class::test[params] (or test[params])
+        if any(m.match(name) for m in fixed):
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "xfail"]
         for matcher, reason in expected:
             if matcher.match(name):
                 item.add_marker(pytest.mark.xfail(reason=reason, strict=True))

@@ -31,7 +31,8 @@ def open_store(
         * ``"memory://name"``: an :class:`FsspecStore` on fsspec's process-wide memory filesystem;
         * any other fsspec URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``zip::...``,
           ``reference://``, chained ``a::b``): an :class:`FsspecStore`;
-        * an fsspec mapper, a zarr-python store (``LocalStore``, ``MemoryStore``, ``FsspecStore``) or any
+        * an fsspec mapper, a zarr-python store (``LocalStore``, ``MemoryStore``, ``FsspecStore``,
+          ``ZipStore``, ``ObjectStore``: :mod:`zarr_dask.store.wrapped`) or any
           ``MutableMapping`` of keys to bytes (``{}``): a store over it (:mod:`zarr_dask.store.foreign`);
         * a :class:`Store`: returned as is, or as a read-only view if ``read_only`` is true.  A read-only
           store is never made writable by this function (``read_only=False`` means "as given").

@@ -2,7 +2,8 @@
 mapper, any ``MutableMapping`` of keys to bytes (``{}`` included), and zarr-python's store objects.
 
 zarr-python is never imported: its stores are recognised by their module and read through what they wrap
-(the directory of a ``LocalStore``, the filesystem of an ``FsspecStore``, the dict of a ``MemoryStore``).
+(the directory of a ``LocalStore``, the filesystem of an ``FsspecStore``, the dict of a ``MemoryStore``, the
+open ``ZipFile`` of a ``ZipStore``, the obstore store of an ``ObjectStore``: :mod:`zarr_dask.store.wrapped`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def _zarr_python_store(obj: Any) -> Store | None:
             url = f"{proto}://{obj.path}"
             return FsspecStore.from_url(url, storage_options=getattr(fs, "storage_options", {}), read_only=read_only)
         return FsspecStore(fs, obj.path, read_only=read_only)
-    return None
+    from zarr_dask.store.wrapped import wrapped_store  # ZipStore, ObjectStore
+
+    return wrapped_store(obj, read_only=read_only)
 
 
 def foreign_store(obj: Any, read_only: bool = False) -> Store | None:

@@ -20,7 +20,7 @@ class DatasetAccessor:
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
 
-    def to_zarr(self, store: Any, **kwargs: Any) -> Any:
+    def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         """:func:`zarr_dask.to_zarr_dataset` of this dataset."""
         from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset
 
@@ -33,7 +33,7 @@ class DataArrayAccessor:
     def __init__(self, da: xr.DataArray) -> None:
         self._da = da
 
-    def to_zarr(self, store: Any, **kwargs: Any) -> Any:
+    def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         """:func:`zarr_dask.to_zarr_dataset` of this array (read it back with ``xr.open_dataarray``)."""
         from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset
 
@@ -46,7 +46,7 @@ class DataTreeAccessor:
     def __init__(self, dt: xr.DataTree) -> None:
         self._dt = dt
 
-    def to_zarr(self, store: Any, **kwargs: Any) -> Any:
+    def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         """:func:`zarr_dask.to_zarr_datatree` of this tree."""
         from zarr_dask.xarray_backend.datatree import to_zarr_datatree
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
-from zarr_dask.xarray_backend.to_zarr import DatasetWriteResult, execute_in_turn
+from zarr_dask.xarray_backend.to_zarr import DatasetWriteResult, execute_in_turn, new_memory_store
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, WriteOptions, plan_group
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def _plans(
 
 def to_zarr_datatree(
     dt: Any,
-    store: Any,
+    store: Any = None,
     *,
     mode: Literal["w", "w-", "a", "a-", "r+"] | None = None,
     group: str | None = None,
@@ -91,7 +91,7 @@ def to_zarr_datatree(
     dt
         The tree.
     store
-        Path, URL, zarr_dask Store or fsspec mapper.
+        As :func:`to_zarr_dataset` (None: a new in-memory store, the result's ``memory_store``).
     mode
         As :func:`to_zarr_dataset`; default ``"w-"`` (``"a"`` with ``append_dim``, ``"r+"`` with ``region``).
     group
@@ -127,7 +127,7 @@ def to_zarr_datatree(
     opts = WriteOptions(
         mode=mode_, append_dim=append_dim, region=region, zarr_format=zarr_format, write_empty_chunks=write_empty_chunks
     )
-    s = as_store(store, storage_options)
+    s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     root = normalize_path(group or "")
 
     def plan() -> tuple[StoreState, list[GroupPlan]]:
@@ -137,4 +137,6 @@ def to_zarr_datatree(
             raise ValueError(f"nothing to write: no node of the tree has variables along the region's dimensions {region!r}")
         return state, plans
 
-    return execute_in_turn(s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute)
+    return execute_in_turn(
+        s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None
+    )

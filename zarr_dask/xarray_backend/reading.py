@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from zarr_dask.spec.paths import normalize_path
 from zarr_dask.store import FsspecStore, Store, open_store
 from zarr_dask.store.mapping import MappingStore
+from zarr_dask.store.wrapped import wrapped_store
 from zarr_dask.xarray_backend.datastore import ZarrDaskDataStore
 from zarr_dask.xarray_backend.hierarchy import Hierarchy, load_hierarchy
 from zarr_dask.xarray_backend.prefetch import EarlyCoordinates
@@ -31,8 +32,9 @@ ZarrFormat = Literal[2, 3]
 
 
 def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read_only: bool = False) -> Store:
-    """A zarr_dask Store from what xarray users pass: a path, a URL, a Store, an fsspec ``FSMap``, or a
-    zarr-python ``LocalStore`` / ``FsspecStore``.
+    """A zarr_dask Store from what xarray users pass: a path, a URL, a Store, an fsspec ``FSMap``, a
+    ``MutableMapping``, or a zarr-python ``LocalStore`` / ``FsspecStore`` / ``MemoryStore`` / ``ZipStore`` /
+    ``ObjectStore``.
 
     Raises
     ------
@@ -43,6 +45,9 @@ def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read
         return open_store(obj, storage_options=storage_options, read_only=read_only)
     if storage_options:
         raise ValueError(f"store must be a string to use storage_options. Got {type(obj)}")
+    wrapped = wrapped_store(obj, read_only=read_only)  # zarr-python's ZipStore / ObjectStore
+    if wrapped is not None:
+        return wrapped
     fs = getattr(obj, "fs", None)
     if fs is not None and hasattr(fs, "cat_file"):  # fsspec FSMap (.root) or zarr-python FsspecStore (.path)
         root = getattr(obj, "root", None)
@@ -60,7 +65,7 @@ def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read
     raise TypeError(
         f"cannot open a Zarr store from {type(obj).__name__}; pass a path or URL ('s3://bucket/x.zarr'), a "
         "zarr_dask Store, a MutableMapping ({}), an fsspec mapper (fsspec.get_mapper) or a zarr-python "
-        "LocalStore / FsspecStore / MemoryStore"
+        "LocalStore / FsspecStore / MemoryStore / ZipStore / ObjectStore"
     )
 
 

@@ -34,7 +34,7 @@ from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
-from zarr_dask.store import Store
+from zarr_dask.store import MemoryStore, Store
 from zarr_dask.store.versioned import conditional
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
@@ -62,12 +62,17 @@ class DatasetWriteResult:
         ``"group/variable"`` -> ``"create"``, ``"overwrite"``, ``"region"`` or ``"append"``.
     metadata_keys
         Every metadata document written, in order (each at most once).
+    memory_store
+        The in-memory store made for ``store=None`` (as xarray's ``to_zarr()`` makes one), holding what was
+        written: read it with ``xr.open_dataset(result.memory_store, engine="zarr_dask")``. It lives in this
+        process (pickling it raises). None when a store was given.
     """
 
     store: str
     groups: tuple[str, ...]
     variables: dict[str, str] = field(default_factory=dict)
     metadata_keys: tuple[str, ...] = ()
+    memory_store: MemoryStore | None = field(default=None, repr=False, compare=False)
 
 
 # ------------------------------------------------------------------------------------------ metadata
@@ -219,8 +224,10 @@ def execute(
     consolidated: bool | None,
     compute: bool,
     lease: AppendLease | None = None,
+    keep_store: bool = False,
 ) -> DatasetWriteResult | Delayed:
-    """Carry out planned group writes (see the module docstring for the order)."""
+    """Carry out planned group writes (see the module docstring for the order); ``keep_store``: the result
+    holds the (in-memory) store, for ``store=None``."""
     from dask.delayed import delayed
 
     store = state.store
@@ -251,6 +258,7 @@ def execute(
         groups=tuple(p.path for p in plans),
         variables={w.path: w.action for p in plans for w in p.writes},
         metadata_keys=tuple([*upfront, *deferred]),
+        memory_store=store if keep_store and isinstance(store, MemoryStore) else None,
     )
     todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
@@ -287,7 +295,7 @@ def _as_dataset(obj: Any) -> Any:
 
 def to_zarr_dataset(
     ds: Any,
-    store: Any,
+    store: Any = None,
     *,
     mode: Literal["w", "w-", "a", "a-", "r+"] | None = None,
     group: str | None = None,
@@ -310,7 +318,10 @@ def to_zarr_dataset(
     ds
         The dataset (dask-backed or in memory); a DataArray is written as ``DataArray.to_zarr`` writes it.
     store
-        A path, a URL (``"s3://bucket/data.zarr"``), a zarr_dask Store, or an fsspec mapper.
+        A path, a URL (``"s3://bucket/data.zarr"``), a zarr_dask Store, an fsspec mapper, a ``MutableMapping``
+        (``{}``), a zarr-python store (``LocalStore``, ``MemoryStore``, ``FsspecStore``, ``ZipStore``,
+        ``ObjectStore``), or None: a new in-memory store, as xarray's ``to_zarr()`` makes, returned as the
+        result's ``memory_store`` (with ``compute=False``, the Delayed's result's).
     mode
         ``"w"`` replace, ``"w-"`` create (fail if anything exists), ``"a"`` add / overwrite variables (or append
         with ``append_dim``), ``"a-"`` append only the variables holding ``append_dim``, ``"r+"`` write into
@@ -372,14 +383,26 @@ def to_zarr_dataset(
         zarr_format=zarr_format,
         write_empty_chunks=write_empty_chunks,
     )
-    s = as_store(store, storage_options)
+    s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     path = normalize_path(group or "")
 
     def plan() -> tuple[StoreState, list[GroupPlan]]:
         state = StoreState.load(s, empty=opts.mode == "w" and not path)
         return state, [plan_group(state, path, ds, opts)]
 
-    return execute_in_turn(s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute)
+    return execute_in_turn(
+        s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None
+    )
+
+
+def new_memory_store(storage_options: Mapping[str, Any] | None) -> MemoryStore:
+    """The store of ``store=None``: a new, empty in-memory store of this process (xarray has zarr-python make
+    one). Refuses to pickle, so a cluster's writes can never silently go to a copy."""
+    from zarr_dask.store.foreign import MappingStore
+
+    if storage_options:
+        raise ValueError(f"store must be a string to use storage_options. Got {type(None)}")
+    return MappingStore({})
 
 
 def execute_in_turn(
@@ -390,6 +413,7 @@ def execute_in_turn(
     *,
     consolidated: bool | None,
     compute: bool,
+    keep_store: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
     appends to one group take turns and each plans from the state the previous one committed (see
@@ -397,7 +421,7 @@ def execute_in_turn(
     lease = AppendLease(store, path).acquire() if appending and conditional(store) is not None else None
     try:
         state, plans = plan()
-        return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease)
+        return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, keep_store=keep_store)
     except BaseException:
         if lease is not None:
             lease.release()
