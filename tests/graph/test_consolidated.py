@@ -237,6 +237,7 @@ def many_lazy_writes(store: Any, n: int, fmt: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.filterwarnings("ignore:Computing mixed collections:UserWarning")  # dask array-expr: an Array and a Delayed computed together
 def test_lazy_writes_computed_together_lose_no_entry(tmp_path: Path, fmt: int) -> None:
     store = SlowDocsStore(tmp_path / "s.zarr")
     consolidated_store(store, fmt)

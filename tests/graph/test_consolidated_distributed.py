@@ -20,6 +20,7 @@ from tests.graph.test_distributed import client  # noqa: E402, F401 - the LocalC
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.filterwarnings("ignore:Computing mixed collections:UserWarning")  # dask array-expr: an Array and a Delayed computed together
 def test_distributed_writes_refresh_once_and_lose_no_entry(client: Any, tmp_path: Path, fmt: int) -> None:  # noqa: F811
     url = str(tmp_path / "d.zarr")
     old = consolidated_store(url, fmt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import time
 import warnings
@@ -15,7 +16,9 @@ from dask.array.core import PerformanceWarning
 from dask.callbacks import Callback
 
 import zarr_dask
+from tests.dask_modes import LEGACY, expr_gap
 from tests.graph._helpers import SHARDS_SUPPORTED, CallCounter, create, reference_data
+from zarr_dask.graph import gateway
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.store import MemoryStore, open_store
 
@@ -36,7 +39,9 @@ class TaskLog(Callback):
 def test_values_on_every_store(any_store_url: tuple[Any, Any], zarr_format: int) -> None:
     url, options = any_store_url
     data = reference_data((23, 17))
-    a = create(open_store(url, storage_options=options), data.shape, (5, 4), dtype="f8", zarr_format=zarr_format)
+    a = create(
+        open_store(url, storage_options=options), data.shape, (5, 4), dtype="f8", zarr_format=zarr_format
+    )
     a[:] = data
     x = zarr_dask.from_zarr(url, storage_options=options)
     assert x.dtype == data.dtype and x.shape == data.shape
@@ -65,7 +70,9 @@ def test_sharded_default_chunks_are_shards() -> None:
         x = zarr_dask.from_zarr(a)
     assert x.chunks == ((16,) * 4, (32,) * 2)
     np.testing.assert_array_equal(x.compute(), data)
-    with pytest.warns(PerformanceWarning, match=r"split the storage shards \(16, 32\).*fetched and decoded 4\.00"):
+    with pytest.warns(
+        PerformanceWarning, match=r"split the storage shards \(16, 32\).*fetched and decoded 4\.00"
+    ):
         y = zarr_dask.from_zarr(a, chunks=(8, 16))
     np.testing.assert_array_equal(y.compute(), data)
 
@@ -102,21 +109,29 @@ def test_huge_grid_builds_lazily_and_a_small_selection_runs_one_task() -> None:
     assert x.numblocks == (1000, 1000)
     assert build < 1.0, f"building the dask array took {build:.2f} s"
     y = x[0, :10]
-    assert len(dict(y.__dask_optimize__(y.__dask_graph__(), y.__dask_keys__()))) <= 2  # one task + an alias
+    if LEGACY:
+        assert (
+            len(dict(y.__dask_optimize__(y.__dask_graph__(), y.__dask_keys__()))) <= 2
+        )  # one task + an alias
+    else:  # the optimizer narrows the read to the blocks the selection touches
+        assert len(dict(y.optimize().__dask_graph__())) <= 3  # one task, the handle, the selection
     store.counters.reset()
     with TaskLog() as log:
         out = y.compute(scheduler="sync")
     np.testing.assert_array_equal(out, np.arange(10, dtype="f4"))
-    assert len(log.keys) == 1
+    assert len(log.keys) == (
+        1 if LEGACY else 2
+    )  # dask's expression graphs keep the selection a task of its own
     assert store.counters.snapshot()["get"] == 1
     # the default (merged) blocks: the selection is still fused into the read, fetching one key
     store.counters.reset()
     with TaskLog() as log:
         np.testing.assert_array_equal(zarr_dask.from_zarr(a)[0, :10].compute(scheduler="sync"), out)
-    assert len(log.keys) == 1 and store.counters.snapshot()["get"] == 1
+    assert len(log.keys) == (1 if LEGACY else 2) and store.counters.snapshot()["get"] == 1
 
 
 @pytest.mark.parametrize("inline_array", [False, True])
+@expr_gap("blocks")
 def test_one_batched_store_call_per_block(memory_url: str, inline_array: bool) -> None:
     store = open_store(memory_url)
     assert store.batched_io
@@ -181,6 +196,7 @@ def test_zero_size_0d_and_object_arrays() -> None:
     assert zarr_dask.from_zarr(c).compute().tolist() == ["a", "bb", "", "dddd", "e"]
 
 
+@expr_gap("fancy")
 def test_fancy_selections_fused_into_the_read_follow_numpy() -> None:
     a = create(MemoryStore(), (20, 30), (4, 7), dtype="i4")
     data = np.arange(600, dtype="i4").reshape(20, 30)
@@ -220,6 +236,7 @@ def test_works_with_dask_operations_and_assert_eq() -> None:
 
 
 @pytest.mark.skipif(not SHARDS_SUPPORTED, reason="create_array(shards=) is not available yet")
+@expr_gap("blocks")
 def test_sharded_block_reads_each_index_once_and_coalesces(memory_url: str) -> None:
     store = open_store(memory_url)
     # 2 MiB shards of 8 KiB inner chunks: a block of two adjacent inner chunks needs a small part of its shard
@@ -272,7 +289,9 @@ def test_block_memory_is_recycled_and_views_keep_it() -> None:
     assert POOL.idle_bytes == 4 << 20
 
 
-def test_idle_block_memory_is_dropped_even_if_the_pool_is_not_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idle_block_memory_is_dropped_even_if_the_pool_is_not_used_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import time
 
     from zarr_dask.graph import buffers
@@ -298,6 +317,10 @@ def test_default_block_pool_limit_follows_the_machine(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("shape", [(40, 30), (7,), (5, 6, 7)])
+@pytest.mark.skipif(
+    not LEGACY,
+    reason="legacy mode only so far: under query planning dask.compute(x) assembles the blocks with dask's own finalize, not into pooled memory",
+)
 def test_dask_compute_of_the_whole_array_assembles_blocks_into_pooled_memory(shape: tuple[int, ...]) -> None:
     import dask
 
@@ -308,7 +331,7 @@ def test_dask_compute_of_the_whole_array_assembles_blocks_into_pooled_memory(sha
     data = reference_data(a.shape)
     a[:] = data
     x = zarr_dask.from_zarr(a, chunks=tuple(2 * c for c in zchunks))  # several blocks of whole chunks
-    assert x.npartitions > 1
+    assert math.prod(x.numblocks) > 1
     (got,) = dask.compute(x, scheduler="threads")
     np.testing.assert_array_equal(got, data)
     got2, doubled = dask.compute(x, x * 2, scheduler="sync")  # with an ordinary dask array alongside
@@ -330,23 +353,31 @@ def test_assembling_falls_back_to_dask_for_unexpected_blocks() -> None:
     blocks = [[np.ones((2, 2)), np.ones((2, 1))], [np.zeros((1, 2)), np.zeros((1, 1))]]
     out = _assemble(blocks, ((2, 1), (2, 1)), np.dtype("f8"))
     np.testing.assert_array_equal(out, np.block(blocks))
-    odd = [[np.ones((2, 2), dtype="f4"), np.ones((2, 1), dtype="f4")]]  # not the array's dtype: dask assembles
+    odd = [
+        [np.ones((2, 2), dtype="f4"), np.ones((2, 1), dtype="f4")]
+    ]  # not the array's dtype: dask assembles
     np.testing.assert_array_equal(_assemble(odd, ((2,), (2, 1)), np.dtype("f8")), np.block(odd))
     single = [[np.arange(4.0).reshape(2, 2)]]
     copy = _assemble(single, ((2,), (2,)), np.dtype("f8"))
     assert copy is not single[0][0] and np.array_equal(copy, single[0][0])
 
 
-def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     a = create(MemoryStore(), (40, 30), (7, 6), dtype="f8")
     data = reference_data(a.shape)
     a[:] = data
     x = zarr_dask.from_zarr(a, chunks=(14, 12))
-    assert isinstance(x, da.Array) and isinstance(x, zarr_dask.graph.read.ZarrArray)
+    assert isinstance(x, da.Array) and isinstance(
+        x, zarr_dask.graph.read.ZarrArray if LEGACY else gateway.ZarrExprArray
+    )
     assert type(x + 1) is da.Array and type(x[1:]) is da.Array  # operations give plain dask arrays
     calls: list[int] = []
     original = ArrayHandle.read_all
-    monkeypatch.setattr(ArrayHandle, "read_all", lambda self, threads: calls.append(threads) or original(self, threads))
+    monkeypatch.setattr(
+        ArrayHandle, "read_all", lambda self, threads: calls.append(threads) or original(self, threads)
+    )
     with TaskLog() as log:
         np.testing.assert_array_equal(x.compute(scheduler="threads", num_workers=3), data)
         np.testing.assert_array_equal(x.compute(scheduler="sync"), data)

@@ -164,7 +164,7 @@ def test_sharded_preferred_chunks_are_shards():
     ds = _open(store, consolidated=False, chunks={})
     assert ds.a.encoding["chunks"] == (2, 3) and ds.a.encoding["shards"] == (8, 6)
     assert ds.a.chunks == ((8, 8), (6,))
-    np.testing.assert_array_equal(ds.a.values, np.arange(96).reshape(16, 6))
+    np.testing.assert_array_equal(ds.a.compute().values, np.arange(96).reshape(16, 6))
 
 
 def test_opened_dataset_pickles_and_loads_async():
@@ -194,7 +194,7 @@ def test_request_count_of_a_60_variable_open_without_consolidated_metadata():
     assert delta["get"] == 1 + 63 + 3  # root zarr.json, 63 member documents, the 3 coordinate chunks
     assert delta["get_range"] == 0
     with store.counters.counting() as delta:
-        opened["v00"].values  # noqa: B018 - data is read only when asked for
+        opened["v00"].compute()  # data is read only when asked for
     assert delta["get"] == 1
 
 

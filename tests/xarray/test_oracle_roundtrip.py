@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 import zarr_dask
+from tests.dask_modes import QUERY_PLANNING, expr_gap
 from tests.xarray._cases import CASES, tree
 
 zarr = pytest.importorskip("zarr")
@@ -61,11 +62,15 @@ def test_we_write_xarray_reads(tmp_path, case, fmt):
 @pytest.mark.parametrize("fmt", [2, 3])
 @pytest.mark.parametrize("case", ["times", "packed", "fill_values", "strings"])
 @pytest.mark.filterwarnings("ignore:variable .* has data in the form of a dask array with dtype=object")
-def test_dask_backed_write_matches_xarray_engine(tmp_path, case, fmt):
+def test_dask_backed_write_matches_xarray_engine(request, tmp_path, case, fmt):
     """Dask-backed data through the planner, read back by xarray's engine: the same as xarray's own write."""
+    if case in ("packed", "fill_values"):  # xarray's CF encoding of dask data, before any zarr_dask code
+        request.applymarker(expr_gap("result_type"))
     ds = CASES[case]().chunk(2)
     ref, out = tmp_path / "ref.zarr", tmp_path / "ours.zarr"
-    ds.to_zarr(ref, zarr_format=fmt, consolidated=False)
+    # xarray writes the same values from memory; with dask's expression arrays it cannot write dask data (no
+    # da.store in dask's array-expr), so its reference is written from memory in that mode
+    (ds.compute() if QUERY_PLANNING else ds).to_zarr(ref, zarr_format=fmt, consolidated=False)
     zarr_dask.to_zarr_dataset(ds, out, zarr_format=fmt)
     xr.testing.assert_identical(_theirs(out).load(), _theirs(ref, consolidated=False).load())
 

@@ -12,6 +12,7 @@ import xarray as xr
 from dask.delayed import Delayed
 
 import zarr_dask
+from tests.dask_modes import expr_gap
 from tests.xarray._helpers import RecordingStore
 from zarr_dask.errors import ContainsGroupError, GroupNotFoundError
 from zarr_dask.xarray_backend.variables import StaleEncodingWarning
@@ -49,7 +50,7 @@ def test_appends_onto_partial_chunks_equal_the_reference(fmt):
         part = _series(start, stop, chunks)
         zarr_dask.to_zarr_dataset(part, store, append_dim="time")
         parts.append(part)
-    expected = xr.concat(parts, dim="time", data_vars="minimal", coords="minimal").compute()
+    expected = xr.concat([p.compute() for p in parts], dim="time", data_vars="minimal", coords="minimal")
     expected.attrs = parts[-1].attrs
     got = _open(store).load()
     xr.testing.assert_identical(got, expected)
@@ -196,6 +197,7 @@ def test_unexpected_encoding_raises_xarrays_error():
         zarr_dask.to_zarr_dataset(ds, store, mode="a", encoding={"v": {"chunks": (1, 1)}})
 
 
+@expr_gap("fancy")
 def test_stale_encoding_is_dropped_with_a_warning():
     src = RecordingStore()
     zarr_dask.to_zarr_dataset(_series(0, 12, 4), src, encoding={"v": {"chunks": ((5, 7), (3,))}})
@@ -257,7 +259,7 @@ def test_sharded_write_with_any_dask_chunks():
     zarr_dask.to_zarr_dataset(ds, store, encoding={"a": {"chunks": (4, 5), "shards": (8, 10)}})
     opened = _open(store, chunks={})
     assert opened.a.encoding["shards"] == (8, 10) and opened.a.chunks == ((8, 8, 8), (10,))
-    np.testing.assert_array_equal(opened.a.values, data)
+    np.testing.assert_array_equal(opened.a.compute().values, data)
 
 
 # --------------------------------------------------------------------------------------- consolidated
@@ -310,7 +312,7 @@ def test_write_append_open_on_every_store(any_store_url):
     first.v.encoding["chunks"] = (3, 3)
     zarr_dask.to_zarr_dataset(first, url, storage_options=options)
     zarr_dask.to_zarr_dataset(_series(5, 9, 3), url, append_dim="time", storage_options=options)
-    expected = xr.concat([first, _series(5, 9, 3)], dim="time", data_vars="minimal", coords="minimal").compute()
+    expected = xr.concat([first.compute(), _series(5, 9, 3).compute()], dim="time", data_vars="minimal", coords="minimal")
     expected.attrs = {"n": 4}
     got = xr.open_dataset(url, engine="zarr_dask", storage_options=options, chunks={})
     xr.testing.assert_identical(got.compute(), expected)

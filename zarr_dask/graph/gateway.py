@@ -42,6 +42,7 @@ __all__ = [
     "as_dask",
     "data",
     "delayed_result",
+    "one_block_delayed",
     "fan_in",
     "graph",
     "is_dask_array",
@@ -216,6 +217,17 @@ def delayed_result(key: Any, hlg: HighLevelGraph, layer: str | None = None) -> D
     return cast(Delayed, cast(Any, Delayed)(key, hlg, layer=layer or key))
 
 
+def one_block_delayed(arr: Any) -> Delayed:
+    """The :class:`~dask.delayed.Delayed` of the one block of the dask array ``arr`` (either mode), its graph
+    unoptimized (nothing fused), so tasks shared with other arrays keep their keys and are computed once."""
+    if isinstance(arr, LegacyArray):
+        return cast(Delayed, arr.to_delayed(optimize_graph=False).item())
+    key: Any = arr.__dask_keys__()
+    while isinstance(key, list):  # nested one level per dimension
+        (key,) = key
+    return cast(Delayed, cast(Any, Delayed)(key, dict(arr.__dask_graph__())))
+
+
 def array_result(hlg: HighLevelGraph, name: str, chunks: Chunks, meta: Any) -> Any:
     """A dask array (of the running mode) whose blocks are the keys ``(name, i, j, ...)`` of ``hlg``."""
     if not query_planning():
@@ -365,31 +377,33 @@ except ImportError:  # pragma: no cover - a dask without array-expr: legacy arra
     _ExprArray = _IO = _Slice = None  # type: ignore[misc,assignment]
 
 
-def _narrowed(chunks: Chunks, index: Sequence[Any]) -> tuple[list[tuple[int, int]], list[Any]] | None:
-    """For a basic selection ``index`` of an array of ``chunks``: per dimension the blocks it touches
-    ``(first, stop)`` and the selection relative to the first of them; None when it is not a selection of
-    step-1 slices and non-negative integers, or when it touches every block."""
+def _narrowed(chunks: Chunks, index: Sequence[Any]) -> tuple[Chunks, tuple[int, ...], list[Any]] | None:
+    """For a basic selection ``index`` of an array of ``chunks``: the chunks of just the selected elements
+    (the array's blocks cut to the selection), their first element, and the selection relative to it; None
+    when it is not a selection of step-1 slices and non-negative integers, or when it selects everything."""
     if len(index) != len(chunks):
         return None
-    blocks, rel = [], []
+    out: list[tuple[int, ...]] = []
+    first: list[int] = []
+    rel: list[Any] = []
     for c, i in zip(chunks, index, strict=True):
         starts = np.concatenate([[0], np.cumsum(np.asarray(c, dtype=np.int64))])
         if isinstance(i, int | np.integer) and not isinstance(i, bool) and 0 <= i < starts[-1]:
             lo, hi = int(i), int(i) + 1
+            rel.append(0)
         elif isinstance(i, slice) and i.step in (None, 1):
             lo, hi, _ = i.indices(int(starts[-1]))
             if hi <= lo:
                 return None
+            rel.append(slice(None))
         else:
             return None
-        first = int(np.searchsorted(starts, lo, side="right")) - 1
-        stop = int(np.searchsorted(starts, hi, side="left"))
-        base = int(starts[first])
-        blocks.append((first, stop))
-        rel.append(lo - base if isinstance(i, int | np.integer) else slice(lo - base, hi - base))
-    if all(b == (0, len(c)) for b, c in zip(blocks, chunks, strict=True)):
+        cuts = sorted({lo, hi, *(int(b) for b in starts if lo < b < hi)})
+        out.append(tuple(b - a for a, b in itertools.pairwise(cuts)))
+        first.append(lo)
+    if all(o == tuple(c) for o, c in zip(out, chunks, strict=True)):
         return None
-    return blocks, rel
+    return tuple(out), tuple(first), rel
 
 _EXPR: tuple[Any, Any] | None = None
 
@@ -426,20 +440,20 @@ if _IO is not None:
             return f"ZarrRead({self.operand('handle')!r})"
 
         def _simplify_up(self, parent: Any, dependents: Any) -> Any:
-            """``x[a:b, i]``: read only the blocks the selection touches (dask's legacy graphs get this
-            from culling; expressions build the tasks of every block they hold)."""
+            """``x[a:b, i]``: read only the selected elements, in the blocks the selection touches cut to it
+            (dask's legacy graphs get this from culling and fusing; expressions build the tasks of every block
+            they hold)."""
             if type(parent) is not _Slice:
                 return None
             found = _narrowed(self.chunks, parent.operand("index"))
             if found is None:
                 return None
-            blocks, rel = found
-            chunks = tuple(tuple(c[a:b]) for c, (a, b) in zip(self.chunks, blocks, strict=True))
+            chunks, first, rel = found
             base = self.operand("offset") or (0,) * len(chunks)
-            offset = tuple(o + sum(c[:a]) for o, c, (a, _) in zip(base, self.chunks, blocks, strict=True))
+            offset = tuple(o + f for o, f in zip(base, first, strict=True))
             from dask.base import tokenize
 
-            name = f"{self._name.split('--', 1)[0]}--{tokenize(self._name, blocks)}"
+            name = f"{self._name.split('--', 1)[0]}--{tokenize(self._name, chunks, first)}"
             sub = ZarrRead(self.operand("handle"), chunks, self._meta, name, self.operand("inline_array"), offset)
             return _Slice(sub, tuple(rel), parent.operand("allow_getitem_optimization"))
 
@@ -468,6 +482,11 @@ if _IO is not None:
             if threads is None or not isinstance(self.expr, ZarrRead):
                 return super().compute(**kwargs)
             return self.expr.operand("handle").read_all(threads)
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+            """``np.asarray(x)`` reads the array (dask's expression arrays have no ``__array__`` yet)."""
+            out = self.compute()
+            return out if dtype is None else out.astype(dtype, copy=False)
 
     _EXPR = (ZarrRead, ZarrExprArray)
 

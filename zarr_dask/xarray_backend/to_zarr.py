@@ -30,6 +30,7 @@ from zarr_dask.core.array import Array
 from zarr_dask.core.chunk_io import is_fill
 from zarr_dask.core.commit import commit_metadata
 from zarr_dask.core.lease import AppendLease, release_lease
+from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
@@ -187,7 +188,7 @@ def _data_write(w: VarWrite, store: Store) -> Delayed:
 
         data = w.data
         if _is_dask(data):  # its one block's task, unoptimized: one graph, every shared task computed once
-            data = data.to_delayed(optimize_graph=False).item()
+            data = one_block_delayed(data)
         # (dask looks into dataclass arguments: ``w`` without its data, or that data would be computed again)
         return delayed(_write_scalar, pure=False)(data, store, dataclasses.replace(w, data=None))  # type: ignore[no-any-return]
     target = Array(store, w.path, w.metadata)
