@@ -223,3 +223,23 @@ def test_a_store_without_conditional_writes_warns_once_and_does_not_arbitrate() 
     assert zarr_dask.append(da.ones((3, 4), dtype="i4", chunks=3), store) == (23, 4)  # no lease: not arbitrated
     assert not any(k.endswith(".zd-append-lease") for k in store.list_prefix(""))
     assert a.shape == (20, 4) and zarr_dask.open_array(store).shape == (23, 4)
+
+
+def test_a_dead_appenders_lapsed_lease_is_taken_over_and_a_live_one_waited_for() -> None:
+    import json
+    import time
+
+    from zarr_dask.core.lease import AppendLease, lease_key
+    from zarr_dask.errors import WriteConflictError
+    from zarr_dask.store import MemoryStore
+
+    store = MemoryStore()
+    zarr_dask.create_array(store, shape=(2, 2), dtype="i4", chunks=(2, 2), fill_value=0)
+    dead = {"owner": "killed", "host": "elsewhere", "pid": 1, "expires": time.time() - 1}
+    store.set(lease_key(""), json.dumps(dead).encode())  # what a killed appender leaves
+    assert zarr_dask.append(da.ones((1, 2), dtype="i4", chunks=1), store) == (3, 2)
+    assert not store.exists(lease_key(""))
+    live = pytest.raises(WriteConflictError, match="another append to this array has been in progress")
+    with AppendLease(store, "", ttl=30), live:  # a live holder: another append waits, then gives up clearly
+        AppendLease(store, "", wait=0.2).acquire()
+    assert zarr_dask.open_array(store).shape == (3, 2)
