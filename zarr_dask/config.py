@@ -140,6 +140,11 @@ KNOBS: dict[str, Knob] = {
              "largest decoded chunk (or shard) a metadata document may declare (a policy limit, see docs/limits.md)"),
         Knob("max_shard_chunks", _positive_int, 1 << 22, "integer >= 1",
              "most inner chunks per shard a metadata document may declare"),
+        Knob("max_requests", _positive_int, 64, "integer >= 1",
+             "requests to remote stores (fsspec, S3) in flight at once per process, over all threads and arrays"),
+        Knob("write_behind", parse_size, 256 << 20, "size",
+             "encoded bytes of whole chunks/shards a local dask write to a remote store may still be uploading "
+             "while its tasks go on (the write's final task waits for them; 0: upload inside each task)"),
     )
 }  # fmt: skip
 

@@ -48,7 +48,7 @@ from zarr_dask.errors import (
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
-from zarr_dask.store import Store
+from zarr_dask.store import Store, uploads
 from zarr_dask.store.arena import read_arena
 from zarr_dask.store.versioned import ConditionalStore, conditional, retry_policy
 
@@ -100,15 +100,45 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def shutdown_pool() -> int:
-    """Shut the I/O thread pool down (its threads end; a new one is made on the next use); returns 1 if there
-    was one, else 0. For :func:`zarr_dask.release_memory`."""
+    """Shut the I/O thread pools down (their threads end; new ones are made on the next use); returns how many
+    there were. For :func:`zarr_dask.release_memory`."""
     global _POOL
     with _POOL_LOCK:
-        pool, _POOL = _POOL, None
-    if pool is None:
-        return 0
-    pool.shutdown(wait=True)
-    return 1
+        pools = [p for p in (_POOL, *_REMOTE_POOLS.values()) if p is not None]
+        _POOL = None
+        _REMOTE_POOLS.clear()
+    for pool in pools:
+        pool.shutdown(wait=True)
+    return len(pools)
+
+
+_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote")
+_REMOTE_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def remote_plan(keys: int, threads: int) -> tuple[int, int]:
+    """``(threads, keys per batch)`` for reading ``keys`` storage keys of a remote store with ``threads``
+    decoding threads.
+
+    Each batch is one concurrent store call, then the decoding of what it fetched; running more batches at
+    once than there are decoding threads keeps about ``max_requests`` requests in flight (the latency is paid
+    once per wave, not once per batch) while earlier batches decode. Batches stay small enough that decoding
+    starts early (at least four per thread), and the threads waiting on the network cost no CPU.
+    """
+    limit = int(config.get("max_requests"))
+    step = max(1, min(-(-keys // (4 * threads)), limit // (2 * threads) or 1))
+    batches = -(-keys // step)
+    return max(1, min(batches, max(threads, -(-limit // step)))), step
+
+
+def _remote_pool(threads: int) -> ThreadPoolExecutor:
+    """A lasting pool of ``threads`` threads for the batches of remote reads and writes (mostly waiting on the
+    network; see :func:`remote_plan`)."""
+    with _POOL_LOCK:
+        pool = _REMOTE_POOLS.get(threads)
+        if pool is None:
+            pool = _REMOTE_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_remote")
+        return pool
 
 
 def run_batches(
@@ -122,20 +152,25 @@ def run_batches(
 ) -> None:
     """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile.
 
-    With ``batched_io`` (remote stores) items are grouped into a few large batches, so each store call fans
-    out many keys at once; without it (local files, memory) every item is its own task, which keeps each
-    chunk's bytes hot in cache between reading and decoding. The calling thread works too, next to
-    ``threads - 1`` threads of ``pool`` (default: the shared I/O pool): no thread sits waiting, and a busy
-    pool never stalls the call. ``batch_size`` sets the items per batch instead.
+    With ``batched_io`` (remote stores) items are grouped into batches, each one concurrent store call, and
+    more batches run at once than ``threads`` (see :func:`remote_plan`), so about the process's request budget
+    is in flight while earlier batches decode or encode; without it (local files, memory) every item is its
+    own task, which keeps each chunk's bytes hot in cache between reading and decoding. The calling thread
+    works too, next to threads of ``pool`` (default: the shared I/O pool, or for remote stores a lasting pool
+    of the planned size): no thread sits waiting, and a busy pool never stalls the call. ``batch_size`` sets
+    the items per batch instead.
     """
     n = len(items)
     threads = io_threads() if threads is None else threads
     if n == 0:
         return
-    if threads <= 1 or n == 1 or threading.current_thread().name.startswith(("zarr_dask_io", "zarr_dask_read")):
+    if threads <= 1 or n == 1 or threading.current_thread().name.startswith(_WORKER_PREFIXES):
         func(items)
         return
-    size = batch_size or (-(-n // min(n, threads * 4)) if batched_io else 1)
+    if batched_io and batch_size is None:
+        threads, batch_size = remote_plan(n, threads)
+        pool = pool or _remote_pool(threads)
+    size = batch_size or 1
     batches = [items[i : i + size] for i in range(0, n, size)]
     claim = itertools.count()  # next() is atomic under the GIL: each batch runs exactly once
     failed: list[BaseException] = []
@@ -659,7 +694,7 @@ class ChunkIO:
                         to_set[key] = data
                     elif key in existing:
                         to_delete.append(key)
-        if to_set:
+        if to_set and not uploads.set_many(self.store, to_set, batched_io=self.store.batched_io):
             self.store.set_many(to_set)
         if to_delete:
             self.store.delete_many(to_delete)

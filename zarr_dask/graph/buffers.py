@@ -87,7 +87,7 @@ class BlockPool:
         """An uninitialised array, from an idle buffer of exactly its size when there is one."""
         dt = np.dtype(dtype)
         nbytes = math.prod(shape) * dt.itemsize
-        if nbytes < _MIN_BYTES or dt.hasobject or self.limit <= 0 or _in_distributed_worker():
+        if nbytes < _MIN_BYTES or dt.hasobject or self.limit <= 0 or in_distributed_worker():
             return np.empty(shape, dtype=dt)
         buf = self._take(nbytes)
         if buf is None:
@@ -146,7 +146,8 @@ class BlockPool:
             self._idle = 0
 
 
-def _in_distributed_worker() -> bool:
+def in_distributed_worker() -> bool:
+    """Whether this code runs inside a task on a ``distributed`` worker."""
     worker = sys.modules.get("distributed.worker")
     if worker is None:
         return False

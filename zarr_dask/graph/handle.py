@@ -170,10 +170,10 @@ class ArrayHandle:
         if threads <= 1 or len(projections) <= 1:
             self.read_projections(out, projections)
             return out
-        step = self.local_batch if not self.store.batched_io else -(-len(projections) // (4 * threads))
+        remote = self.store.batched_io  # batches as run_batches plans them for remote stores
         run_batches(
-            lambda batch: self.read_projections(out, batch), projections, threads=threads, batch_size=step,
-            pool=_read_pool(threads),
+            lambda batch: self.read_projections(out, batch), projections, threads=threads,
+            batch_size=None if remote else self.local_batch, pool=None if remote else _read_pool(threads),
         )
         return out
 

@@ -7,6 +7,7 @@ returns a tiny token (an ``int``), never data -- except :func:`read_back`, which
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -15,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 from dask.base import tokenize
 
+from zarr_dask import config
 from zarr_dask.core import nodes
 from zarr_dask.core.commit import commit_metadata as commit_node
 from zarr_dask.core.commit import incomplete_append
@@ -25,6 +27,7 @@ from zarr_dask.graph.gateway import data, fan_in, ref, task
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.store import uploads
 
 __all__ = [
     "commit_metadata",
@@ -38,6 +41,8 @@ __all__ = [
 ]
 
 Box = tuple[tuple[int, int], ...]
+#: A write's token and the id of the process that built its graph.
+Group = tuple[str, int]
 #: Per dimension: the array index where each of a task's blocks starts, then where the last one ends.
 Edges = tuple[tuple[int, ...], ...]
 
@@ -62,10 +67,23 @@ def assemble(box: Box, edges: Edges, blocks: Sequence[Any], dtype: np.dtype[Any]
     return out
 
 
-def write_group(handle: ArrayHandle, box: Box, edges: Edges, *blocks: Any) -> int:
-    """A writer task: assemble the box from its blocks and write the keys it owns; returns their number."""
+def write_group(handle: ArrayHandle, box: Box, edges: Edges, group: Group, *blocks: Any) -> int:
+    """A writer task: assemble the box from its blocks and write the keys it owns; returns their number.
+
+    ``group`` is ``(write token, id of the process that built the graph)``: on a local scheduler in that
+    process, the keys it covers whole are uploaded behind the task (:mod:`zarr_dask.store.uploads`) and the
+    write's final task waits for them."""
     value = assemble(box, edges, blocks, handle.dtype)
-    return handle.write_box(value, box)
+    token, built_in = group
+    deferred = token if _may_defer(built_in) else None
+    with uploads.behind(deferred):
+        return handle.write_box(value, box)
+
+
+def _may_defer(built_in: int) -> bool:
+    """Uploads may be deferred to the final task when it is sure to run in this process: a local scheduler in
+    the process that built the graph (not dask's multiprocessing scheduler, not a distributed worker)."""
+    return os.getpid() == built_in and int(config.get("write_behind")) > 0 and not buffers.in_distributed_worker()
 
 
 def read_back(handle: ArrayHandle, slices: tuple[slice, ...], *tokens: Any) -> np.ndarray[Any, Any]:
@@ -121,6 +139,7 @@ def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_to
     """The final task of a write: refresh consolidated metadata (from the metadata written, or for a region
     write, which changes none, from the array's own document), release the pending write; returns the number
     of keys written."""
+    uploads.drain(token)
     release(store_token, handle.path, token)
     with _exclusive(handle.store, handle.path, consolidated):
         _refresh(handle, None if action == "region" else handle.metadata, consolidated)
@@ -142,6 +161,7 @@ def commit_metadata(
     by conditional writes where the store has them; then refresh consolidated metadata (read in the same batch
     as the check) and release the append's lease (``lease``: its token). Returns the new shape."""
     store, path = handle.store, handle.path
+    uploads.drain(token)
     release(store_token, path, token)
     with _exclusive(store, path, consolidated):
         extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []
@@ -162,16 +182,18 @@ def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:
     )
 
 
-def writer_tasks(plan: WritePlan, source: str, handle_key: str, name: str) -> dict[Any, Any]:
-    """One task per segment combination; each receives exactly the source blocks overlapping its keys."""
+def writer_tasks(plan: WritePlan, source: str, handle_key: str, name: str, token: str) -> dict[Any, Any]:
+    """One task per segment combination; each receives exactly the source blocks overlapping its keys.
+    ``token``: the write's token, under which its uploads are deferred (see :func:`write_group`)."""
     tasks: dict[Any, Any] = {}
     handle = ref(handle_key)
+    group = data((token, os.getpid()))
     index = itertools.product(*(range(len(d.segments)) for d in plan.dims))
     for gidx, segs in zip(index, plan.groups(), strict=True):
         key = (name, *gidx)
         box = tuple((s.start, s.stop) for s in segs)
         deps = [ref((source, *b)) for b in itertools.product(*(s.blocks for s in segs))]
-        tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), *deps)
+        tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), group, *deps)
     return tasks
 
 

@@ -104,7 +104,7 @@ def _graph(
     name = f"to-zarr-{token}"
     handle_key = f"zarr-target-{token}"
     tasks: dict[Any, Any] = {handle_key: gateway.value(handle_key, h)}
-    writers = writer_tasks(plan, arr.name, handle_key, name)
+    writers = writer_tasks(plan, arr.name, handle_key, name, token)
     tasks.update(writers)
     handle = gateway.ref(handle_key)
     pending = (gateway.data(h.store.__dask_tokenize__()), token)

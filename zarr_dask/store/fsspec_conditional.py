@@ -15,7 +15,6 @@ every way of making a store (a URL, a filesystem object, unpickling, ``with_read
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
+from zarr_dask.store import requests
 from zarr_dask.store.base import Buffer
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
@@ -31,9 +31,6 @@ __all__ = ["MemoryFsConditionalStore", "S3ConditionalStore", "conditional_class"
 
 #: S3 error codes that mean "the condition did not hold" (NoSuchKey: If-Match on a key deleted meanwhile).
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"})
-#: Requests in flight at once per batch.
-_CONCURRENCY = 64
-
 
 def conditional_class(fs: AbstractFileSystem) -> type[FsspecStore] | None:
     """The conditional store class for ``fs``, or None when its filesystem cannot make conditional writes."""
@@ -70,7 +67,7 @@ class S3ConditionalStore(FsspecStore):
         """Values and ETags, one concurrent batch of ``GetObject``."""
         by_path = {self._path(key): key for key in keys}
         self.counters.add(get=len(by_path))
-        results = sync(self.fs.loop, self._gather, [self._get_one(path) for path in by_path])
+        results = self._gather_sync([self._get_one(path) for path in by_path])
         found: dict[str, Versioned] = {}
         for key, result in zip(by_path.values(), results, strict=True):
             if isinstance(result, BaseException):
@@ -84,7 +81,7 @@ class S3ConditionalStore(FsspecStore):
         for key in items:
             self._check_writable("set", key)
         plans = [(key, self._path(key), None if value is None else bytes(value), version) for key, (value, version) in items.items()]
-        results = sync(self.fs.loop, self._gather, [self._put_one(path, value, version) for _, path, value, version in plans])
+        results = self._gather_sync([self._put_one(path, value, version) for _, path, value, version in plans])
         done: dict[str, bool] = {}
         for (key, path, _, _), result in zip(plans, results, strict=True):
             if isinstance(result, BaseException):
@@ -96,15 +93,10 @@ class S3ConditionalStore(FsspecStore):
         self.counters.add(set=len(plans) - deletes, delete=deletes, bytes_written=written)
         return done
 
-    @staticmethod
-    async def _gather(coros: list[Any]) -> list[Any]:
-        limit = asyncio.Semaphore(_CONCURRENCY)
-
-        async def bounded(coro: Any) -> Any:
-            async with limit:
-                return await coro
-
-        return list(await asyncio.gather(*(bounded(c) for c in coros), return_exceptions=True))
+    def _gather_sync(self, coros: list[Any]) -> list[Any]:
+        """Run the request coroutines on fsspec's loop, as many at once as the process's request budget allows."""
+        with requests.slots(len(coros)) as n:
+            return list(sync(self.fs.loop, requests.gather, coros, n))
 
     async def _get_one(self, path: str) -> Versioned:
         bucket, key, _ = self.fs.split_path(path)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import fsspec
+from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
 from zarr_dask.errors import StoreError
+from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
 
@@ -23,7 +26,8 @@ class FsspecStore(Store):
     """A store on an fsspec filesystem, below a root path.
 
     Batched calls are **one** fsspec call each (``cat``, ``cat_ranges``, ``pipe``, ``rm``), which
-    asynchronous filesystems (s3fs, gcsfs, adlfs, HTTP...) run concurrently.
+    asynchronous filesystems (s3fs, gcsfs, adlfs, HTTP...) run concurrently -- as many requests at once as
+    the process's request budget allows (the ``max_requests`` knob, :mod:`zarr_dask.store.requests`).
 
     Parameters
     ----------
@@ -102,6 +106,8 @@ class FsspecStore(Store):
             If fsspec cannot make a filesystem for the URL (unknown protocol, missing package...).
         """
         options = dict(storage_options or {})
+        if "latency" in url.split("://", 1)[0].split("::"):  # our own protocol: registered on import
+            import zarr_dask.store.latency  # noqa: F401
         try:
             fs, path = fsspec.url_to_fs(url, **options)
         except (ImportError, ValueError, TypeError, OSError) as exc:
@@ -121,7 +127,8 @@ class FsspecStore(Store):
         path = self._path(key)
         self.counters.add(get=1)
         try:
-            value = bytes(self.fs.cat_file(path, **self._whole))
+            with self._slots(1):
+                value = bytes(self.fs.cat_file(path, **self._whole))
         except _MISSING:
             return None
         except Exception as exc:
@@ -137,11 +144,12 @@ class FsspecStore(Store):
         self.counters.add(get=len(by_path))
         paths = list(by_path)
         try:
-            if any(map(has_glob_magic, paths)):  # fs.cat would glob: ask for literal whole-file ranges
-                values = self.fs.cat_ranges(paths, None, None, on_error="return", **self._whole)
-                results = dict(zip(paths, values, strict=True))
-            else:
-                results = self.fs.cat(paths, on_error="return", **self._whole)
+            with self._slots(len(paths)) as batch:
+                if any(map(has_glob_magic, paths)):  # fs.cat would glob: ask for literal whole-file ranges
+                    values = self.fs.cat_ranges(paths, None, None, on_error="return", **batch, **self._whole)
+                    results = dict(zip(paths, values, strict=True))
+                else:
+                    results = self.fs.cat(paths, on_error="return", **batch, **self._whole)
         except Exception as exc:
             raise self._error("read", by_path[paths[0]], exc) from exc
         found = {}
@@ -203,7 +211,8 @@ class FsspecStore(Store):
         paths = [plan.path for plan in plans]
         try:
             starts, ends = [p.start for p in plans], [p.end for p in plans]
-            results = self.fs.cat_ranges(paths, starts, ends, on_error="return", **self._whole)
+            with self._slots(len(paths)) as batch:
+                results = self.fs.cat_ranges(paths, starts, ends, on_error="return", **batch, **self._whole)
         except Exception as exc:
             raise self._error("read", plans[0].key, exc) from exc
         for plan, value in zip(plans, results, strict=True):
@@ -233,7 +242,8 @@ class FsspecStore(Store):
         path = self._path(key)
         data = bytes(value)
         try:
-            self._with_parents([path], lambda: self.fs.pipe_file(path, data))
+            with self._slots(1):
+                self._with_parents([path], lambda: self.fs.pipe_file(path, data))
         except Exception as exc:
             raise self._error("write", key, exc) from exc
         self.counters.add(set=1, bytes_written=len(data))
@@ -245,10 +255,20 @@ class FsspecStore(Store):
         data = {self._path(key): bytes(value) for key, value in items.items()}
         if not data:
             return
-        try:
-            self._with_parents(list(data), lambda: self.fs.pipe(data))
-        except Exception as exc:
-            raise self._error("write", next(iter(items)), exc) from exc
+        if self.fs.async_impl:  # concurrent puts; an error names the key it happened to
+            keys = dict(zip(data, items, strict=True))
+            with requests.slots(len(data)) as n:
+                coros = [self.fs._pipe_file(path, value) for path, value in data.items()]
+                results = sync(self.fs.loop, requests.gather, coros, n)
+            failed = [(path, r) for path, r in zip(data, results, strict=True) if isinstance(r, BaseException)]
+            if failed:
+                path, exc = failed[0]
+                raise self._error("write", keys[path], exc) from exc
+        else:
+            try:
+                self._with_parents(list(data), lambda: self.fs.pipe(data))
+            except Exception as exc:
+                raise self._error("write", next(iter(items)), exc) from exc
         self.counters.add(set=len(data), bytes_written=sum(map(len, data.values())))
 
     def set_if_not_exists(self, key: str, value: Buffer) -> bool:
@@ -298,7 +318,8 @@ class FsspecStore(Store):
         single = [p for p in paths if has_glob_magic(p)]
         try:
             if literal:
-                self.fs.rm(literal)
+                with self._slots(1):
+                    self.fs.rm(literal)
         except _MISSING:
             single = paths
         except Exception as exc:
@@ -332,6 +353,17 @@ class FsspecStore(Store):
             for parent in {p.rsplit("/", 1)[0] for p in paths if "/" in p}:
                 self.fs.makedirs(parent, exist_ok=True)
             write()
+
+    @contextmanager
+    def _slots(self, wanted: int) -> Iterator[dict[str, int]]:
+        """Hold request slots of the process budget for ``wanted`` requests (asynchronous filesystems only;
+        others send one request at a time anyway); yields the ``batch_size=`` argument for fsspec's batched
+        calls (empty when the filesystem's batched calls take none)."""
+        if not self.fs.async_impl:
+            yield {}
+            return
+        with requests.slots(wanted) as n:
+            yield {"batch_size": n} if _takes_batch_size(self.fs) else {}
 
     # ---------------------------------------------------------------------------------------- listing
     def list_prefix(self, prefix: str) -> list[str]:
@@ -443,6 +475,23 @@ class _RangePlan:
         if self.value is None:
             return None
         return b"" if self.empty else self.value
+
+
+_BATCH_SIZE_TAKEN: dict[type, bool] = {}
+
+
+def _takes_batch_size(fs: AbstractFileSystem) -> bool:
+    """Whether ``fs``'s batched calls (``_cat``, ``_cat_ranges``, ``_pipe``) all take ``batch_size=``."""
+    cls = type(fs)
+    found = _BATCH_SIZE_TAKEN.get(cls)
+    if found is None:
+        try:
+            names = ("_cat", "_cat_ranges", "_pipe")
+            found = all("batch_size" in inspect.signature(getattr(cls, n)).parameters for n in names)
+        except (AttributeError, TypeError, ValueError):
+            found = False
+        _BATCH_SIZE_TAKEN[cls] = found
+    return found
 
 
 def _rebuild_from_url(url: str, options: dict[str, Any], read_only: bool) -> FsspecStore:
