@@ -483,7 +483,7 @@ def write_contenders(data: np.ndarray, sharded: bool, target: str, s3: str | Non
         def options() -> dict[str, Any]:
             return {"latency": {"seconds": LATENCY}}
 
-        def fs_of(asynchronous: bool = False) -> Any:
+        def fs_of(asynchronous: bool = False, floor: bool = False) -> Any:
             return CountingLatencyFS(fsspec.filesystem("memory"), seconds=LATENCY, asynchronous=asynchronous)
 
         def url(n: str) -> str:
@@ -503,10 +503,11 @@ def write_contenders(data: np.ndarray, sharded: bool, target: str, s3: str | Non
             return {"key": "bench", "secret": "bench", "use_listings_cache": False,
                     "client_kwargs": {"endpoint_url": s3, "region_name": "us-east-1"}}  # fmt: skip
 
-        def fs_of(asynchronous: bool = False) -> Any:
+        def fs_of(asynchronous: bool = False, floor: bool = False) -> Any:
             import s3fs
 
-            return s3fs.S3FileSystem(asynchronous=asynchronous, skip_instance_cache=True, **options())
+            more = {"config_kwargs": {"max_pool_connections": 256}} if floor else {}  # botocore's default: 10
+            return s3fs.S3FileSystem(asynchronous=asynchronous, skip_instance_cache=True, **options(), **more)
 
         def url(n: str) -> str:
             return f"s3://{paths[n]}"
@@ -541,7 +542,7 @@ def write_contenders(data: np.ndarray, sharded: bool, target: str, s3: str | Non
             ts.open(spec, create=True, delete_existing=False).result().write(data).result()
 
         contenders[TS] = tensorstore
-    contenders[FLOOR] = lambda: floor_write(fs_of(), paths[FLOOR], data, sharded)
+    contenders[FLOOR] = lambda: floor_write(fs_of(floor=True), paths[FLOOR], data, sharded)
 
     def read_back(n: str) -> Any:
         return zarr_dask.open_array(url(n), storage_options=options())[:]
@@ -640,14 +641,17 @@ def main() -> None:
     def want(section: str) -> bool:
         return not ONLY or section in ONLY
 
+    t0 = time.perf_counter()
     if want("read"):
         root = scratch("remote")
         with child_server(_serve_http, str(root), LATENCY) as endpoint:
             read_workload(table, "read http chunks", root, endpoint, data, False, skipped)
             read_workload(table, "read http shards", root, endpoint, data, True, skipped)
+    print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     if want("write-latency"):
         write_workload(table, "write latency chunks", data, False, "latency", None, skipped)
         write_workload(table, "write latency shards", data, True, "latency", None, skipped)
+    print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     if want("write-s3"):
         try:
             import moto.server  # noqa: F401
@@ -659,6 +663,7 @@ def main() -> None:
             with child_server(_serve_s3, LATENCY) as s3:
                 write_workload(table, "write s3 chunks", data, False, "s3", s3, skipped)
                 write_workload(table, "write s3 shards", data, True, "s3", s3, skipped)
+    print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     summary(table, skipped)
 
 
