@@ -138,7 +138,16 @@ class _Gauge:
 
 
 def _serve_http(root: str, latency: float, port_out: Any) -> None:
-    """Child process: a threaded HTTP/1.1 object server on ``root`` (GET with ranges, HEAD), delaying."""
+    """Child process: the HTTP object server of :func:`http_server`, until terminated."""
+    server = http_server(root, latency)
+    port_out.put(server.server_address[1])
+    server.serve_forever()
+
+
+def http_server(root: str, latency: float) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 object server on ``root`` (GET with ranges, HEAD) on 127.0.0.1, an ephemeral port,
+    delaying every request by ``latency``; ``GET /_zd_stats`` returns (and resets) the requests served and the
+    most in flight at once."""
     gauge = _Gauge()
     base = Path(root).resolve()
 
@@ -197,9 +206,7 @@ def _serve_http(root: str, latency: float, port_out: Any) -> None:
 
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.request_queue_size = 1024
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_out.put(server.server_address[1])
-    server.serve_forever()
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 
 
 def _serve_s3(latency: float, port_out: Any) -> None:
