@@ -48,11 +48,13 @@ def race(
     contenders: dict[str, Callable[[], Any]],
     repeat: int = REPEAT,
     setup: Callable[[str], Any] | None = None,
+    warmup: bool = True,
 ) -> dict[str, list[float]]:
     """Time several contenders round-robin (one warm-up each, then ``repeat`` rounds), so that machine noise
     and cache state hit all of them alike rather than whoever happens to run first. ``setup(name)`` runs
-    untimed before each run (e.g. removing the previous run's output)."""
-    for name, func in contenders.items():
+    untimed before each run (e.g. removing the previous run's output). ``warmup=False``: the caller has run
+    every contender once already (e.g. to check its result)."""
+    for name, func in contenders.items() if warmup else ():
         if setup:
             setup(name)
         func()

@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = ["bench_core", "bench_sharding", "bench_dask", "bench_xarray", "bench_zom", "bench_convert", "bench_concurrent_writes"]
+SCRIPTS = [
+    "bench_core", "bench_sharding", "bench_dask", "bench_xarray", "bench_zom", "bench_convert", "bench_concurrent_writes",
+    "bench_remote",
+]
 
 
 def main(argv: list[str]) -> int:
