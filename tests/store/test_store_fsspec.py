@@ -199,3 +199,20 @@ def test_s3_one_request_per_key(
     assert store.get("k0") == b"v" * 10
     assert store.get_ranges([("k1", -2, None), ("k2", 0, 3)]) == [b"vv", b"vvv"]
     assert methods == ["get_object"] * 7
+
+
+def test_s3_connection_pool_follows_the_request_budget() -> None:
+    """botocore keeps 10 connections by default, which would cap requests in flight at 10 (issue 17)."""
+    pytest.importorskip("s3fs")
+    import dask
+
+    opts = {"anon": True, "skip_instance_cache": True}
+    store = FsspecStore.from_url("s3://bucket/pool.zarr", storage_options=opts)
+    assert store.fs.config_kwargs["max_pool_connections"] == 64
+    with dask.config.set({"zarr_dask.max-requests": 200}):
+        assert FsspecStore.from_url("s3://bucket/pool.zarr", storage_options=opts).fs.config_kwargs["max_pool_connections"] == 200
+    mine = {**opts, "config_kwargs": {"max_pool_connections": 7}}
+    assert FsspecStore.from_url("s3://bucket/pool.zarr", storage_options=mine).fs.config_kwargs["max_pool_connections"] == 7
+    chained = FsspecStore.from_url("latency::s3://bucket/pool.zarr", storage_options={"latency": {"seconds": 0}, "s3": opts})
+    assert chained.fs.fs.config_kwargs["max_pool_connections"] == 64
+    assert store._url_config[1] == opts  # the store pickles with the caller's options

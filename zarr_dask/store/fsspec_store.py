@@ -109,7 +109,7 @@ class FsspecStore(Store):
         if "latency" in url.split("://", 1)[0].split("::"):  # our own protocol: registered on import
             import zarr_dask.store.latency  # noqa: F401
         try:
-            fs, path = fsspec.url_to_fs(url, **options)
+            fs, path = fsspec.url_to_fs(url, **_with_connection_pool(url, options))
         except (ImportError, ValueError, TypeError, OSError) as exc:
             raise StoreError(
                 f"cannot open {url!r} with fsspec: {type(exc).__name__}: {exc}; check the URL, install the "
@@ -475,6 +475,33 @@ class _RangePlan:
         if self.value is None:
             return None
         return b"" if self.empty else self.value
+
+
+#: Protocols whose filesystem keeps a pool of HTTP connections sized by botocore's ``max_pool_connections``.
+_BOTOCORE_PROTOCOLS = ("s3", "s3a")
+
+
+def _with_connection_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with S3's connection pool as large as the request budget (``max_requests``), unless the
+    caller sized it (``config_kwargs={"max_pool_connections": n}``): botocore's default of 10 connections
+    would cap the requests in flight at 10 however many the budget allows."""
+    protocols = url.split("://", 1)[0].split("::") if "://" in url else []
+    if not any(p in _BOTOCORE_PROTOCOLS for p in protocols):
+        return options
+    from zarr_dask import config
+
+    def sized(opts: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = dict(opts.get("config_kwargs") or {})
+        kwargs.setdefault("max_pool_connections", int(config.get("max_requests")))
+        return {**opts, "config_kwargs": kwargs}
+
+    if len(protocols) == 1:
+        return sized(options)
+    out = dict(options)
+    for p in protocols:  # chained URLs take each filesystem's options under its protocol
+        if p in _BOTOCORE_PROTOCOLS:
+            out[p] = sized(options.get(p) or {})
+    return out
 
 
 _BATCH_SIZE_TAKEN: dict[type, bool] = {}
