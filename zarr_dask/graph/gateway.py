@@ -12,13 +12,18 @@ file. What it offers:
 * the read collection: :func:`read_collection` -- a lazy layer of ``getter(handle, block_slices)`` tasks
   whose size does not depend on the number of blocks, as a :class:`ZarrArray` (dask's legacy arrays), or
   an expression ``ZarrRead`` that builds its tasks only when computed (``array.query-planning: True``);
-* :func:`as_dask` / :func:`lowered`: any array-like as a dask array whose name is the name of its keys.
+* :func:`as_dask` / :func:`lowered`: any array-like as a dask array whose name is the name of its keys;
+* the ``dask-array`` package (the ``dask_array`` module, dask's separate expression arrays): when it is
+  registered as xarray's chunk manager (``dask_array.xarray.register()``), :func:`array_module` is
+  ``dask_array`` and reads, ``to_zarr(compute=False)`` results and read-backs are ``dask_array`` arrays
+  (:func:`dask_array_registered`); its arrays are accepted as input in every mode.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
 
@@ -38,8 +43,10 @@ from zarr_dask.graph.chunking import Chunks, chunks_token, is_regular
 __all__ = [
     "FAN_IN",
     "ZarrArray",
+    "array_module",
     "array_result",
     "as_dask",
+    "dask_array_registered",
     "data",
     "delayed_result",
     "one_block_delayed",
@@ -66,9 +73,35 @@ def query_planning() -> bool:
     return da.Array is not LegacyArray
 
 
+def _dask_array_class() -> type | None:
+    """``dask_array.Array`` when the dask-array package has been imported (by the user or by xarray)."""
+    mod = sys.modules.get("dask_array._collection")
+    return cast(type | None, getattr(mod, "Array", None))
+
+
+def dask_array_registered() -> bool:
+    """True when the ``dask-array`` package is xarray's registered chunk manager
+    (``dask_array.xarray.register()``): zarr_dask's arrays are then ``dask_array`` arrays."""
+    mod = sys.modules.get("dask_array.xarray")
+    return mod is not None and bool(mod.isactive())
+
+
+def array_module() -> Any:
+    """The module whose arrays zarr_dask returns: ``dask_array`` when registered (see
+    :func:`dask_array_registered`), else ``dask.array`` (legacy or expression arrays, by dask's config)."""
+    if dask_array_registered():
+        return sys.modules["dask_array"]
+    import dask.array as da
+
+    return da
+
+
 def is_dask_array(x: Any) -> bool:
-    """A dask array of either mode."""
+    """A dask array of either of dask's modes, or of the dask-array package."""
     if isinstance(x, LegacyArray):
+        return True
+    cls = _dask_array_class()
+    if cls is not None and isinstance(x, cls):
         return True
     if not query_planning():
         return False
@@ -82,6 +115,9 @@ def as_dask(arr: Any) -> Any:
     expression is lowered; a legacy array of the other mode is kept: both graph kinds mix)."""
     if isinstance(arr, LegacyArray):
         return arr
+    cls = _dask_array_class()
+    if cls is not None and isinstance(arr, cls):
+        return arr  # a dask_array array's graph is keyed by its name already
     import dask.array as da
 
     if not isinstance(arr, da.Array):
@@ -230,11 +266,15 @@ def one_block_delayed(arr: Any) -> Delayed:
 
 def array_result(hlg: HighLevelGraph, name: str, chunks: Chunks, meta: Any) -> Any:
     """A dask array (of the running mode) whose blocks are the keys ``(name, i, j, ...)`` of ``hlg``."""
+    keys = list(itertools.product([name], *(range(len(c)) for c in chunks)))
+    if dask_array_registered():
+        from dask_array.core import from_graph as dask_array_from_graph
+
+        return dask_array_from_graph(dict(hlg), meta, chunks, keys, name)
     if not query_planning():
         return cast(Any, LegacyArray)(hlg, name, chunks, meta=meta)
     from dask.array._array_expr._collection import from_graph
 
-    keys = list(itertools.product([name], *(range(len(c)) for c in chunks)))
     return from_graph(dict(hlg), meta, chunks, keys, name.rsplit("-", 1)[0])
 
 
@@ -354,10 +394,50 @@ def _legacy_read(handle: Any, chunks: Chunks, name: str, inline_array: bool) -> 
     return HighLevelGraph(layers, {original: set(), name: {original}})
 
 
+_DASK_ARRAY_COLLECTION: Any = None
+
+
+def _dask_array_collection() -> Any:
+    """:class:`ZarrArray` for the dask-array package: a ``dask_array.Array`` whose ``compute()`` (and
+    ``np.asarray``) of the whole, untransformed read on a local scheduler reads straight into the result."""
+    global _DASK_ARRAY_COLLECTION
+    if _DASK_ARRAY_COLLECTION is None:
+        from dask_array import Array as DaskArrayArray
+
+        class ZarrDaskArray(DaskArrayArray):  # type: ignore[misc,valid-type]
+            """What :func:`~zarr_dask.from_zarr` returns with the dask-array package registered (operations
+            on it return plain ``dask_array`` arrays)."""
+
+            def compute(self, **kwargs: Any) -> Any:
+                handle, read = self.__dict__.get("_zarr_handle"), self.__dict__.get("_zarr_read")
+                threads = local_threads(self, kwargs)
+                if handle is None or threads is None or self.expr._name != read:  # changed in place (out=)
+                    return super().compute(**kwargs)
+                return handle.read_all(threads)
+
+        _DASK_ARRAY_COLLECTION = ZarrDaskArray
+    return _DASK_ARRAY_COLLECTION
+
+
+def _dask_array_read(handle: Any, chunks: Chunks, name: str, inline_array: bool, meta: Any) -> Any:
+    """The read as a ``dask_array`` array: its ``from_array`` of the handle (selections pushed into it read
+    only the selected region), under zarr_dask's name."""
+    import dask_array
+
+    plain = dask_array.from_array(
+        handle, chunks=chunks, name=name, inline_array=inline_array, meta=meta, asarray=False, fancy=False
+    )
+    out = _dask_array_collection()(plain.expr)
+    out.__dict__.update(_zarr_handle=handle, _zarr_read=plain.expr._name)
+    return out
+
+
 def read_collection(handle: Any, chunks: Chunks, name: str, inline_array: bool) -> Any:
     """The dask array of ``handle`` read in blocks ``chunks``: a :class:`ZarrArray` over one lazy layer
     (legacy mode), or the expression ``ZarrRead`` in a :class:`ZarrArray`-like collection (query planning)."""
     meta = np.empty((0,) * handle.ndim, dtype=handle.dtype)
+    if dask_array_registered():
+        return _dask_array_read(handle, chunks, name, inline_array, meta)
     if query_planning():
         read, collection = _expr_classes()
         return collection(read(handle, chunks, meta, name, inline_array))
