@@ -28,6 +28,11 @@ _GAPS = {
         NotImplementedError,
         "boolean-mask indexing (unknown chunk sizes) raises NotImplementedError",
     ),
+    "store": (
+        NotImplementedError,
+        "da.store is not implemented ('Function store is not implemented for dask-expr'), so xarray's own "
+        "engine='zarr' cannot write dask data",
+    ),
     "result_type": (
         NotImplementedError,
         "np.result_type of an Array raises NotImplementedError (__array_function__), so xarray's CF encoding "
