@@ -319,8 +319,9 @@ def test_default_block_pool_limit_follows_the_machine(monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("shape", [(40, 30), (7,), (5, 6, 7)])
 @pytest.mark.skipif(
-    not LEGACY,
-    reason="legacy mode only so far: under query planning dask.compute(x) assembles the blocks with dask's own finalize, not into pooled memory",
+    DASK_ARRAY,
+    reason="with the dask-array package dask.compute(x) assembles with its own code (docs/dask.md, 'With the "
+    "dask-array package')",
 )
 def test_dask_compute_of_the_whole_array_assembles_blocks_into_pooled_memory(shape: tuple[int, ...]) -> None:
     import dask

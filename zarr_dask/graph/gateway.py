@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import numpy as np
 from dask import config
-from dask._task_spec import DataNode, Task, TaskRef
+from dask._task_spec import DataNode, List, Task, TaskRef
 from dask.array.core import Array as LegacyArray
 from dask.array.core import getter
 from dask.blockwise import blockwise as core_blockwise
@@ -451,10 +451,16 @@ def read_collection(handle: Any, chunks: Chunks, name: str, inline_array: bool) 
 
 try:  # dask's expression arrays (the classes exist whether or not query planning is on)
     from dask.array._array_expr._collection import Array as _ExprArray
+    from dask.array._array_expr._expr import FinalizeComputeArray as _Finalize
     from dask.array._array_expr._io import IO as _IO
     from dask.array._array_expr._slicing import SliceSlicesIntegers as _Slice
 except ImportError:  # pragma: no cover - a dask without array-expr: legacy arrays only
-    _ExprArray = _IO = _Slice = None  # type: ignore[misc,assignment]
+    _ExprArray = _IO = _Slice = _Finalize = None  # type: ignore[misc,assignment]
+
+
+def _task_refs(keys: Any) -> Any:
+    """The nested lists of block keys as nested lists of :func:`ref` (a task argument)."""
+    return List(*(_task_refs(k) for k in keys)) if isinstance(keys, list) else TaskRef(keys)
 
 
 def _narrowed(chunks: Chunks, index: Sequence[Any]) -> tuple[Chunks, tuple[int, ...], list[Any]] | None:
@@ -553,6 +559,29 @@ if _IO is not None:
             for idx in itertools.product(*(range(len(c)) for c in chunks)):
                 dsk[(name, *idx)] = Task((name, *idx), getter, source, DataNode(None, slices[idx]))
             return dsk
+
+        def finalize_compute(self) -> Any:
+            """``dask.compute(x)`` of the whole read: its blocks assembled into one pooled array (as
+            :meth:`ZarrArray.__dask_postcompute__` in legacy mode), not concatenated by dask."""
+            if len(self.chunks) == 0 or all(len(c) == 1 for c in self.chunks):
+                return super().finalize_compute()
+            return ZarrAssemble(self)
+
+    class ZarrAssemble(_Finalize):  # type: ignore[misc,valid-type]
+        """One block: every block of a :class:`ZarrRead` copied into one pooled array (:func:`assemble`)."""
+
+        def _simplify_down(self) -> Any:
+            return None  # (dask's own finalize turns itself into a rechunk to one block)
+
+        @property
+        def chunks(self) -> Any:
+            return tuple((int(sum(c)),) for c in self.arr.chunks)
+
+        def _layer(self) -> dict[Any, Any]:
+            arr = self.arr
+            key = (self._name, *(0,) * len(arr.chunks))
+            args = (_task_refs(arr.__dask_keys__()), DataNode(None, arr.chunks), DataNode(None, arr.dtype))
+            return {key: Task(key, assemble, *args)}
 
     class ZarrExprArray(_ExprArray):  # type: ignore[misc,valid-type]
         """:class:`ZarrArray` under query planning: the direct ``compute()`` of the whole array."""
