@@ -49,6 +49,7 @@ test-expr: $(VENV)/.installed
 # chunk manager (ZD_DASK_ARRAY=1: tests/conftest.py calls dask_array.xarray.register()), so zarr_dask's arrays
 # are dask_array arrays and the docs examples import dask_array as da; then its own tests and the docs with
 # dask's query planning on as well. Its gaps are strict xfails there (tests/dask_modes.py dask_array_gap).
+# Not a step of `make test` (already ~15 min on 2 cores): .ci/run runs it after.
 test-dask-array: $(DASK_ARRAY_VENV)/.installed
 	ZD_DASK_ARRAY=1 $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
 	ZD_DASK_ARRAY=1 DASK_ARRAY__QUERY_PLANNING=True $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q \
