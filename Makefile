@@ -5,9 +5,11 @@ PY := $(VENV)/bin/python
 # A Python >= 3.12 for the newest zarr-python oracle (zarr >= 3.2 needs it); found by ci/find-oracle-python.
 ORACLE_PYTHON ?= $(shell bash ci/find-oracle-python 2>/dev/null)
 ORACLE_VENV ?= .venv-oracle
+# the dask-array package (dask's separate expression arrays, module dask_array) installed, for test-dask-array
+DASK_ARRAY_VENV ?= .venv-dask-array
 PYTEST_ARGS ?=
 
-.PHONY: demo docs test test-main test-expr test-dask test-xarray test-oracle test-slow lint typecheck bench clean
+.PHONY: demo docs test test-main test-expr test-dask-array test-dask test-xarray test-oracle test-slow lint typecheck bench clean
 
 # setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
 $(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
@@ -23,6 +25,12 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2' 'cast-value-rs>=0.4.2'
 	@touch $@
 
+$(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
+	@test -x $(DASK_ARRAY_VENV)/bin/python || $(PYTHON) -m venv $(DASK_ARRAY_VENV)
+	$(DASK_ARRAY_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DASK_ARRAY_VENV)/bin/python -m pip install -q -e '.[test,dask-array]'
+	@touch $@
+
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
 
@@ -36,6 +44,16 @@ test-main: $(VENV)/.installed
 # (tests/dask_modes.py); what query planning supports is in docs/dask.md ('With dask's query planning').
 test-expr: $(VENV)/.installed
 	DASK_ARRAY__QUERY_PLANNING=True $(PY) -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
+
+# The graph, xarray and docs tests again with the dask-array package installed and registered as xarray's
+# chunk manager (ZD_DASK_ARRAY=1: tests/conftest.py calls dask_array.xarray.register()), so zarr_dask's arrays
+# are dask_array arrays and the docs examples import dask_array as da; then its own tests and the docs with
+# dask's query planning on as well. Its gaps are strict xfails there (tests/dask_modes.py dask_array_gap).
+# Not a step of `make test` (already ~15 min on 2 cores): .ci/run runs it after.
+test-dask-array: $(DASK_ARRAY_VENV)/.installed
+	ZD_DASK_ARRAY=1 $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
+	ZD_DASK_ARRAY=1 DASK_ARRAY__QUERY_PLANNING=True $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q \
+		tests/graph/test_dask_array.py tests/graph/test_dropin.py tests/test_docs.py $(PYTEST_ARGS)
 
 # dask's own zarr tests (from the installed dask package, never copied here) with dask's from_zarr / to_zarr
 # routed to ours (ci/dask_route.py); the deselected ones are the deliberate differences of docs/dask.md.
@@ -100,4 +118,4 @@ bench: $(ORACLE_VENV)/.installed
 	$(ORACLE_VENV)/bin/python benchmarks/run_all.py $(BENCH)
 
 clean:
-	rm -rf $(VENV) $(ORACLE_VENV) .pytest_cache .mypy_cache build *.egg-info docs/_build
+	rm -rf $(VENV) $(ORACLE_VENV) $(DASK_ARRAY_VENV) .pytest_cache .mypy_cache build *.egg-info docs/_build

@@ -32,6 +32,14 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("ZD_HYPOTHESIS_PROFILE", "dev"))
 
+# make test-dask-array: the dask-array package (the ``dask_array`` module) registered as xarray's chunk manager
+# before any test runs, as its users do (``dask_array.xarray.register()``): zarr_dask's arrays are then
+# ``dask_array`` arrays (tests/dask_modes.py DASK_ARRAY).
+if os.environ.get("ZD_DASK_ARRAY") == "1":
+    from dask_array.xarray import register as _register_dask_array
+
+    _register_dask_array()
+
 # Third-party warnings we cannot fix, ignored narrowly (pyproject turns every other warning into an error),
 # e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*".  None is needed with the versions in
 # the venv (moto 5.2.5, s3fs 2026.9.0, aiobotocore 3.10.0, botocore 1.43): keep the list empty until one is.

@@ -5,13 +5,19 @@ start failing -- and the mark must go -- as soon as dask closes the gap."""
 
 from __future__ import annotations
 
+import sys
+
 import dask
 import pytest
 
 from zarr_dask.graph import gateway
 
 QUERY_PLANNING = gateway.query_planning()
-LEGACY = not QUERY_PLANNING
+#: the dask-array package registered (``make test-dask-array``): zarr_dask's arrays are ``dask_array`` arrays
+DASK_ARRAY = gateway.dask_array_registered()
+LEGACY = not QUERY_PLANNING and not DASK_ARRAY
+#: the array module of the running mode, as a user would import it: dask.array, or dask_array (registered)
+DA = gateway.array_module()
 
 _GAPS = {
     "blocks": (AttributeError, "Array has no .blocks"),
@@ -21,6 +27,11 @@ _GAPS = {
     "boolean": (
         NotImplementedError,
         "boolean-mask indexing (unknown chunk sizes) raises NotImplementedError",
+    ),
+    "store": (
+        NotImplementedError,
+        "da.store is not implemented ('Function store is not implemented for dask-expr'), so xarray's own "
+        "engine='zarr' cannot write dask data",
     ),
     "result_type": (
         NotImplementedError,
@@ -39,3 +50,21 @@ def expr_gap(name: str, raises: type[BaseException] | None = None) -> pytest.Mar
         raises=raises or exc,
         strict=True,
     )
+
+
+_DASK_ARRAY_GAPS = {
+    "graph_manipulation": (
+        ValueError,
+        "dask.graph_manipulation clone/bind of a from_array of a non-NumPy array-like fails "
+        "('Missing dependency original-...')",
+    ),
+}
+
+
+def dask_array_gap(name: str) -> pytest.MarkDecorator:
+    """A strict xfail with the dask-array package registered (``make test-dask-array``) for its gap ``name``,
+    checked on a plain ``dask_array.from_array`` (no zarr_dask involved)."""
+    exc, what = _DASK_ARRAY_GAPS[name]
+    version = getattr(sys.modules.get("dask_array"), "__version__", "?")
+    return pytest.mark.xfail(DASK_ARRAY, reason=f"dask-array {version}: {what}", raises=exc, strict=True)
+

@@ -64,6 +64,24 @@ def test_dependency_direction(path: Path) -> None:
             assert package in allowed, f"{path.relative_to(PKG)} imports {module}; only {sorted(allowed)} may"
 
 
+GATEWAY = PKG / "graph" / "gateway.py"
+
+
+def _private_dask(module: str) -> bool:
+    """dask's private modules (``dask._task_spec``, ``dask.array._array_expr...``) or the dask-array package."""
+    parts = module.split(".")
+    return parts[0] == "dask_array" or (parts[0] == "dask" and any(p.startswith("_") for p in parts[1:]))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_only_the_gateway_imports_dask_internals_or_dask_array(path: Path) -> None:
+    if path == GATEWAY:
+        assert any(_private_dask(m) for m in _imports(path))  # (so the check below checks something)
+        return
+    found = sorted(m for m in _imports(path) if _private_dask(m))
+    assert not found, f"{path.relative_to(PKG)} imports {found}: only zarr_dask/graph/gateway.py may"
+
+
 def test_import_is_cheap() -> None:
     code = (
         "import sys, zarr_dask; "

@@ -4,16 +4,22 @@ summary."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli._helpers import ROOT
 
 
-def test_demo_runs_and_prints_the_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("query_planning", [False, True], ids=["legacy", "query-planning"])
+def test_demo_runs_and_prints_the_summary(tmp_path: Path, query_planning: bool) -> None:
+    """In both of dask's array modes (``DASK_ARRAY__QUERY_PLANNING``)."""
+    env = {**os.environ, "DASK_ARRAY__QUERY_PLANNING": str(query_planning)}
     out = subprocess.run([sys.executable, "-m", "zarr_dask.demo", str(tmp_path / "demo"), "--small"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+                         capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "$ zarr-dask convert " in text and "--zarr-format 3" in text

@@ -14,7 +14,7 @@ import pytest
 from dask.delayed import Delayed
 
 import zarr_dask
-from tests.dask_modes import expr_gap
+from tests.dask_modes import DA, expr_gap
 from tests.graph._helpers import SHARDS_SUPPORTED, FlakyLocalStore, create, reference_data
 from tests.unconditional_store import UnconditionalStore
 from zarr_dask.errors import (
@@ -199,7 +199,7 @@ def test_compute_false_returns_a_dask_array_and_writes_tokens_not_data() -> None
     store = MemoryStore()
     x = da.ones((30, 30), chunks=10)
     delayed = zarr_dask.to_zarr(x, store, chunks=(15, 15), compute=False)
-    assert isinstance(delayed, da.Array) and delayed.chunks == x.chunks  # what dask's to_zarr returns
+    assert isinstance(delayed, DA.Array) and delayed.chunks == x.chunks  # what dask's to_zarr returns
     assert zarr_dask.open_array(store).nchunks_initialized == 0  # metadata only, up front
     dask.compute(delayed)
     lazy = to_zarr_delayed(x, MemoryStore(), chunks=(15, 15))
@@ -215,7 +215,7 @@ def test_return_stored(compute: bool) -> None:
     data = reference_data((20, 20))
     x = da.from_array(data, chunks=(6, 7))
     stored = zarr_dask.to_zarr(x, MemoryStore(), chunks=(4, 4), return_stored=True, compute=compute)
-    assert isinstance(stored, da.Array) and stored.chunks == x.chunks
+    assert isinstance(stored, DA.Array) and stored.chunks == x.chunks
     np.testing.assert_array_equal(stored.compute(), data)
 
 

@@ -12,19 +12,24 @@ file. What it offers:
 * the read collection: :func:`read_collection` -- a lazy layer of ``getter(handle, block_slices)`` tasks
   whose size does not depend on the number of blocks, as a :class:`ZarrArray` (dask's legacy arrays), or
   an expression ``ZarrRead`` that builds its tasks only when computed (``array.query-planning: True``);
-* :func:`as_dask` / :func:`lowered`: any array-like as a dask array whose name is the name of its keys.
+* :func:`as_dask` / :func:`lowered`: any array-like as a dask array whose name is the name of its keys;
+* the ``dask-array`` package (the ``dask_array`` module, dask's separate expression arrays): when it is
+  registered as xarray's chunk manager (``dask_array.xarray.register()``), :func:`array_module` is
+  ``dask_array`` and reads, ``to_zarr(compute=False)`` results and read-backs are ``dask_array`` arrays
+  (:func:`dask_array_registered`); its arrays are accepted as input in every mode.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 from dask import config
-from dask._task_spec import DataNode, Task, TaskRef
+from dask._task_spec import DataNode, List, Task, TaskRef
 from dask.array.core import Array as LegacyArray
 from dask.array.core import getter
 from dask.blockwise import blockwise as core_blockwise
@@ -38,8 +43,10 @@ from zarr_dask.graph.chunking import Chunks, chunks_token, is_regular
 __all__ = [
     "FAN_IN",
     "ZarrArray",
+    "array_module",
     "array_result",
     "as_dask",
+    "dask_array_registered",
     "data",
     "delayed_result",
     "one_block_delayed",
@@ -66,9 +73,35 @@ def query_planning() -> bool:
     return da.Array is not LegacyArray
 
 
+def _dask_array_class() -> type | None:
+    """``dask_array.Array`` when the dask-array package has been imported (by the user or by xarray)."""
+    mod = sys.modules.get("dask_array._collection")
+    return cast(type | None, getattr(mod, "Array", None))
+
+
+def dask_array_registered() -> bool:
+    """True when the ``dask-array`` package is xarray's registered chunk manager
+    (``dask_array.xarray.register()``): zarr_dask's arrays are then ``dask_array`` arrays."""
+    mod = sys.modules.get("dask_array.xarray")
+    return mod is not None and bool(mod.isactive())
+
+
+def array_module() -> Any:
+    """The module whose arrays zarr_dask returns: ``dask_array`` when registered (see
+    :func:`dask_array_registered`), else ``dask.array`` (legacy or expression arrays, by dask's config)."""
+    if dask_array_registered():
+        return sys.modules["dask_array"]
+    import dask.array as da
+
+    return da
+
+
 def is_dask_array(x: Any) -> bool:
-    """A dask array of either mode."""
+    """A dask array of either of dask's modes, or of the dask-array package."""
     if isinstance(x, LegacyArray):
+        return True
+    cls = _dask_array_class()
+    if cls is not None and isinstance(x, cls):
         return True
     if not query_planning():
         return False
@@ -82,6 +115,9 @@ def as_dask(arr: Any) -> Any:
     expression is lowered; a legacy array of the other mode is kept: both graph kinds mix)."""
     if isinstance(arr, LegacyArray):
         return arr
+    cls = _dask_array_class()
+    if cls is not None and isinstance(arr, cls):
+        return arr  # a dask_array array's graph is keyed by its name already
     import dask.array as da
 
     if not isinstance(arr, da.Array):
@@ -230,11 +266,15 @@ def one_block_delayed(arr: Any) -> Delayed:
 
 def array_result(hlg: HighLevelGraph, name: str, chunks: Chunks, meta: Any) -> Any:
     """A dask array (of the running mode) whose blocks are the keys ``(name, i, j, ...)`` of ``hlg``."""
+    keys = list(itertools.product([name], *(range(len(c)) for c in chunks)))
+    if dask_array_registered():
+        from dask_array.core import from_graph as dask_array_from_graph
+
+        return dask_array_from_graph(dict(hlg), meta, chunks, keys, name)
     if not query_planning():
         return cast(Any, LegacyArray)(hlg, name, chunks, meta=meta)
     from dask.array._array_expr._collection import from_graph
 
-    keys = list(itertools.product([name], *(range(len(c)) for c in chunks)))
     return from_graph(dict(hlg), meta, chunks, keys, name.rsplit("-", 1)[0])
 
 
@@ -354,10 +394,50 @@ def _legacy_read(handle: Any, chunks: Chunks, name: str, inline_array: bool) -> 
     return HighLevelGraph(layers, {original: set(), name: {original}})
 
 
+_DASK_ARRAY_COLLECTION: Any = None
+
+
+def _dask_array_collection() -> Any:
+    """:class:`ZarrArray` for the dask-array package: a ``dask_array.Array`` whose ``compute()`` (and
+    ``np.asarray``) of the whole, untransformed read on a local scheduler reads straight into the result."""
+    global _DASK_ARRAY_COLLECTION
+    if _DASK_ARRAY_COLLECTION is None:
+        from dask_array import Array as DaskArrayArray
+
+        class ZarrDaskArray(DaskArrayArray):  # type: ignore[misc,valid-type]
+            """What :func:`~zarr_dask.from_zarr` returns with the dask-array package registered (operations
+            on it return plain ``dask_array`` arrays)."""
+
+            def compute(self, **kwargs: Any) -> Any:
+                handle, read = self.__dict__.get("_zarr_handle"), self.__dict__.get("_zarr_read")
+                threads = local_threads(self, kwargs)
+                if handle is None or threads is None or self.expr._name != read:  # changed in place (out=)
+                    return super().compute(**kwargs)
+                return handle.read_all(threads)
+
+        _DASK_ARRAY_COLLECTION = ZarrDaskArray
+    return _DASK_ARRAY_COLLECTION
+
+
+def _dask_array_read(handle: Any, chunks: Chunks, name: str, inline_array: bool, meta: Any) -> Any:
+    """The read as a ``dask_array`` array: its ``from_array`` of the handle (selections pushed into it read
+    only the selected region), under zarr_dask's name."""
+    import dask_array
+
+    plain = dask_array.from_array(
+        handle, chunks=chunks, name=name, inline_array=inline_array, meta=meta, asarray=False, fancy=False
+    )
+    out = _dask_array_collection()(plain.expr)
+    out.__dict__.update(_zarr_handle=handle, _zarr_read=plain.expr._name)
+    return out
+
+
 def read_collection(handle: Any, chunks: Chunks, name: str, inline_array: bool) -> Any:
     """The dask array of ``handle`` read in blocks ``chunks``: a :class:`ZarrArray` over one lazy layer
     (legacy mode), or the expression ``ZarrRead`` in a :class:`ZarrArray`-like collection (query planning)."""
     meta = np.empty((0,) * handle.ndim, dtype=handle.dtype)
+    if dask_array_registered():
+        return _dask_array_read(handle, chunks, name, inline_array, meta)
     if query_planning():
         read, collection = _expr_classes()
         return collection(read(handle, chunks, meta, name, inline_array))
@@ -371,10 +451,16 @@ def read_collection(handle: Any, chunks: Chunks, name: str, inline_array: bool) 
 
 try:  # dask's expression arrays (the classes exist whether or not query planning is on)
     from dask.array._array_expr._collection import Array as _ExprArray
+    from dask.array._array_expr._expr import FinalizeComputeArray as _Finalize
     from dask.array._array_expr._io import IO as _IO
     from dask.array._array_expr._slicing import SliceSlicesIntegers as _Slice
 except ImportError:  # pragma: no cover - a dask without array-expr: legacy arrays only
-    _ExprArray = _IO = _Slice = None  # type: ignore[misc,assignment]
+    _ExprArray = _IO = _Slice = _Finalize = None  # type: ignore[misc,assignment]
+
+
+def _task_refs(keys: Any) -> Any:
+    """The nested lists of block keys as nested lists of :func:`ref` (a task argument)."""
+    return List(*(_task_refs(k) for k in keys)) if isinstance(keys, list) else TaskRef(keys)
 
 
 def _narrowed(chunks: Chunks, index: Sequence[Any]) -> tuple[Chunks, tuple[int, ...], list[Any]] | None:
@@ -473,6 +559,29 @@ if _IO is not None:
             for idx in itertools.product(*(range(len(c)) for c in chunks)):
                 dsk[(name, *idx)] = Task((name, *idx), getter, source, DataNode(None, slices[idx]))
             return dsk
+
+        def finalize_compute(self) -> Any:
+            """``dask.compute(x)`` of the whole read: its blocks assembled into one pooled array (as
+            :meth:`ZarrArray.__dask_postcompute__` in legacy mode), not concatenated by dask."""
+            if len(self.chunks) == 0 or all(len(c) == 1 for c in self.chunks):
+                return super().finalize_compute()
+            return ZarrAssemble(self)
+
+    class ZarrAssemble(_Finalize):  # type: ignore[misc,valid-type]
+        """One block: every block of a :class:`ZarrRead` copied into one pooled array (:func:`assemble`)."""
+
+        def _simplify_down(self) -> Any:
+            return None  # (dask's own finalize turns itself into a rechunk to one block)
+
+        @property
+        def chunks(self) -> Any:
+            return tuple((int(sum(c)),) for c in self.arr.chunks)
+
+        def _layer(self) -> dict[Any, Any]:
+            arr = self.arr
+            key = (self._name, *(0,) * len(arr.chunks))
+            args = (_task_refs(arr.__dask_keys__()), DataNode(None, arr.chunks), DataNode(None, arr.dtype))
+            return {key: Task(key, assemble, *args)}
 
     class ZarrExprArray(_ExprArray):  # type: ignore[misc,valid-type]
         """:class:`ZarrArray` under query planning: the direct ``compute()`` of the whole array."""
