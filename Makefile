@@ -34,7 +34,7 @@ $(MIN_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c ci/requireme
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
 
-test: lint docs test-main test-expr test-dask test-xarray test-oracle
+test: lint docs test-main test-expr test-dask test-xarray test-oracle test-min
 
 test-main: $(VENV)/.installed
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
