@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import zarr_dask
 
@@ -24,6 +27,7 @@ def test_convert_is_a_function_with_its_signature() -> None:
     assert zarr_dask.convert.__module__ == "zarr_dask._convert"
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is a test extra (not in make test-min)")
 def test_convert_resolves_statically() -> None:
     """What an IDE or mypy sees: ``zarr_dask.convert`` is the function, not a module."""
     code = "import zarr_dask\nreveal_type(zarr_dask.convert)\n"

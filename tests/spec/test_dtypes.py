@@ -305,7 +305,7 @@ FROM_NUMPY = [
                                                     {"name": "y", "data_type": "int16"}]}}),
     (str, "|O", "string"),
     ("str", "|O", "string"),
-    (np.dtypes.StringDType(), "|O", "string"),
+    *([(np.dtypes.StringDType(), "|O", "string")] if hasattr(np.dtypes, "StringDType") else []),  # numpy >= 2
     (object, "|O", "string"),
     ("U", "|O", "string"),
     (bytes, "|O", "bytes"),

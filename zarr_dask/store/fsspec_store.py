@@ -79,6 +79,8 @@ class FsspecStore(Store):
         self._url_config: tuple[str, dict[str, Any]] | None = None
         self._base = root + "/" if root else _fs_root(fs)
         self._whole = _whole_value_kwargs(fs)
+        # fsspec's zip filesystem raised zipfile's KeyError for a missing member before fsspec 2026.9
+        self._missing: tuple[type[BaseException], ...] = _MISSING + (KeyError,) if _protocol(fs) == "zip" else _MISSING
 
     @classmethod
     def from_url(
@@ -129,7 +131,7 @@ class FsspecStore(Store):
         try:
             with self._slots(1):
                 value = bytes(self.fs.cat_file(path, **self._whole))
-        except _MISSING:
+        except self._missing:
             return None
         except Exception as exc:
             raise self._error("read", key, exc) from exc
@@ -155,7 +157,7 @@ class FsspecStore(Store):
         found = {}
         for path, value in results.items():
             key = by_path.get(self.fs._strip_protocol(path), by_path.get(path))
-            if key is None or isinstance(value, _MISSING):
+            if key is None or isinstance(value, self._missing):
                 continue
             if isinstance(value, BaseException):
                 raise self._error("read", key, value) from value
@@ -196,7 +198,7 @@ class FsspecStore(Store):
         if (end is not None and end < 0) or (start is not None and start < 0 and end is not None):
             try:
                 size = int(self.fs.size(path))
-            except _MISSING:
+            except self._missing:
                 return None
             except Exception as exc:
                 raise self._error("read", key, exc) from exc
@@ -216,7 +218,7 @@ class FsspecStore(Store):
         except Exception as exc:
             raise self._error("read", plans[0].key, exc) from exc
         for plan, value in zip(plans, results, strict=True):
-            if isinstance(value, _MISSING):
+            if isinstance(value, self._missing):
                 plan.value = None
             elif isinstance(value, BaseException):
                 plan.value = self._range_after_error(plan, value)
@@ -227,7 +229,7 @@ class FsspecStore(Store):
         """An out-of-bounds range is an error on HTTP object stores (416); here it is ``b""``."""
         try:
             size = int(self.fs.size(plan.path))
-        except _MISSING:
+        except self._missing:
             return None
         except Exception:
             raise self._error("read", plan.key, error) from error

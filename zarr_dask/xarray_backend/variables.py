@@ -19,6 +19,7 @@ CF encoding is xarray's own (``encode_zarr_variable``: ``scale_factor``/``add_of
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -144,7 +145,10 @@ def encode_variable(var: Any, name: Any, zarr_format: ZarrFormat) -> Any:
     """xarray's CF encoding for Zarr; v3 text becomes variable-length ``string`` (object dtype)."""
     from xarray.backends.zarr import encode_zarr_variable
 
-    var = encode_zarr_variable(var, name=name, zarr_format=zarr_format)
+    if "zarr_format" in inspect.signature(encode_zarr_variable).parameters:  # xarray >= 2026.9
+        var = encode_zarr_variable(var, name=name, zarr_format=zarr_format)
+    else:
+        var = encode_zarr_variable(var, name=name)
     if zarr_format == 3 and var.dtype.kind == "U":
         var = var.copy(deep=False)
         var.data = var.data.astype(object)
