@@ -119,8 +119,9 @@ def test_huge_grid_builds_lazily_and_a_small_selection_runs_one_task() -> None:
     with TaskLog() as log:
         out = y.compute(scheduler="sync")
     np.testing.assert_array_equal(out, np.arange(10, dtype="f4"))
-    # dask's expression graphs keep the selection a task of its own; the dask-array package adds a finalize
-    tasks = 1 if LEGACY else 3 if DASK_ARRAY else 2
+    # legacy: compute() of a basic selection reads it directly (no task); dask's expression graphs keep the
+    # selection a task of its own; the dask-array package adds a finalize
+    tasks = 0 if LEGACY and not DASK_ARRAY else 3 if DASK_ARRAY else 2
     assert len(log.keys) == tasks
     assert store.counters.snapshot()["get"] == 1
     # the default (merged) blocks: the selection is still fused into the read, fetching one key
@@ -376,7 +377,9 @@ def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(
     else:
         kind = zarr_dask.graph.read.ZarrArray if LEGACY else gateway.ZarrExprArray
     assert isinstance(x, DA.Array) and isinstance(x, kind)
-    assert type(x + 1) is DA.Array and type(x[1:]) is DA.Array  # operations give plain dask arrays
+    assert type(x + 1) is DA.Array and type(x[[1, 2]] if LEGACY else x[1:] + 1) is DA.Array  # plain dask arrays
+    if LEGACY and not DASK_ARRAY:  # a basic selection keeps the direct compute() (and only that)
+        assert type(x[1:]) is kind and type(x[1:][1:]) is DA.Array
     calls: list[int] = []
     original = ArrayHandle.read_all
     monkeypatch.setattr(
@@ -394,3 +397,49 @@ def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(
 
     np.testing.assert_array_equal(x.compute(scheduler=other_scheduler), data)
     assert len(calls) == 3
+
+
+_SELECTIONS = [
+    (slice(0, 10),),
+    (3,),
+    (-1, slice(2, 30, 3)),
+    (Ellipsis, 5),
+    (slice(5, None), Ellipsis),
+    (np.int64(7), slice(None, None, 2)),
+    (slice(40, 100),),  # past the end: clipped, as NumPy does
+    (slice(4, 4),),  # empty
+]
+
+
+@pytest.mark.parametrize("sel", _SELECTIONS, ids=str)
+def test_compute_of_a_basic_selection_reads_it_directly(sel: tuple[Any, ...]) -> None:
+    """compute() of x[basic selection] on a local scheduler reads just that selection, without the scheduler
+    (issue 17: the 10^6-chunk [0:10] path), with the values and shape dask gives."""
+    data = np.arange(40 * 36, dtype="f8").reshape(40, 36)
+    a = zarr_dask.create_array(MemoryStore(), shape=data.shape, dtype="f8", chunks=(6, 8))
+    a[:] = data
+    x = zarr_dask.from_zarr(a)
+    with TaskLog() as log:
+        got = x[sel].compute()
+    np.testing.assert_array_equal(got, data[sel])
+    assert got.shape == data[sel].shape and got.dtype == data.dtype
+    assert log.keys == [] if LEGACY and not DASK_ARRAY else True  # no dask task ran
+    np.testing.assert_array_equal(dask.compute(x[sel])[0], data[sel])  # dask.compute: the scheduler, same result
+
+
+def test_direct_selection_reads_fall_back_to_dask_where_they_would_differ() -> None:
+    data = np.arange(12 * 10, dtype="i4").reshape(12, 10)
+    a = zarr_dask.create_array(MemoryStore(), shape=data.shape, dtype="i4", chunks=(4, 5))
+    a[:] = data
+    x = zarr_dask.from_zarr(a)
+    fancy = [([1, 3],)] if LEGACY else []  # integer-array indexing is a gap of dask's array-expr
+    for sel in ((slice(None, None, -1),), *fancy, (None, 2), (slice(1, 9),)):
+        np.testing.assert_array_equal(x[sel].compute(), data[sel])
+    np.testing.assert_array_equal(x[2:9][1:3].compute(), data[2:9][1:3])  # a selection of a selection
+    if LEGACY:  # (dask's expression arrays have no item assignment)
+        y = x[0:6]
+        y[y > 20] = -1  # changed in place: its graph, not the stored values
+        want = data[0:6].copy()
+        want[want > 20] = -1
+        np.testing.assert_array_equal(y.compute(), want)
+    np.testing.assert_array_equal(x[0:6].compute(scheduler="sync"), data[0:6])

@@ -310,17 +310,30 @@ class BlockSlices(ArrayBlockwiseDep):
 
 class ZarrArray(LegacyArray):
     """What :func:`~zarr_dask.from_zarr` returns with dask's legacy arrays: a dask array in every respect
-    (operations on it return plain dask arrays), except that ``compute()`` of the whole, untransformed array
-    on a local scheduler (threads or sync) reads every chunk straight into the result with the scheduler's
-    number of threads -- one allocation and no per-block copies, instead of reading blocks and
-    concatenating them."""
+    (operations on it return plain dask arrays; a basic selection returns a :class:`ZarrArray` again, whose
+    only difference is the direct ``compute()``), except that ``compute()`` of the whole, untransformed array
+    -- or of a basic selection of it, ``x[0, 10:20]`` -- on a local scheduler (threads or sync) reads the
+    chunks straight into the result with the scheduler's number of threads: one allocation, no per-block
+    copies and no scheduler, instead of reading blocks and concatenating them."""
 
     def compute(self, **kwargs: Any) -> Any:
-        handle = self.__dict__.get("_zarr_handle")
+        direct = self.__dict__.get("_zarr_direct")  # (handle, selection or None, the name it was made with)
         threads = local_threads(self, kwargs)
-        if handle is None or threads is None:
+        if direct is None or threads is None or direct[2] != self.name:  # not local, or changed in place
             return cast(Any, super()).compute(**kwargs)
-        return handle.read_all(threads)
+        handle, selection, _ = direct
+        return handle.read_all(threads) if selection is None else handle.read_selection(selection, threads)
+
+    def __getitem__(self, index: Any) -> Any:
+        out = super().__getitem__(index)
+        direct = self.__dict__.get("_zarr_direct")
+        if direct is None or direct[1] is not None or direct[2] != self.name or type(out) is not LegacyArray:
+            return out
+        if not _basic_index(index):
+            return out
+        selected = cast(ZarrArray, cast(Any, ZarrArray)(out.dask, out.name, out.chunks, meta=out._meta))
+        selected.__dict__["_zarr_direct"] = (direct[0], index, out.name)
+        return selected
 
     def __dask_postcompute__(self) -> Any:
         """Assemble the computed blocks into memory from the block pool (``dask.compute(x)``, distributed
@@ -443,8 +456,24 @@ def read_collection(handle: Any, chunks: Chunks, name: str, inline_array: bool) 
         return collection(read(handle, chunks, meta, name, inline_array))
     hlg = _legacy_read(handle, chunks, name, inline_array)
     out = cast(ZarrArray, cast(Any, ZarrArray)(hlg, name, chunks, meta=meta))
-    out.__dict__["_zarr_handle"] = handle
+    out.__dict__["_zarr_direct"] = (handle, None, name)
     return out
+
+
+def _basic_index(index: Any) -> bool:
+    """Integers, slices with a positive step, and at most one Ellipsis (what a direct read takes)."""
+    items = index if isinstance(index, tuple) else (index,)
+    for item in items:
+        if isinstance(item, bool | np.bool_):
+            return False
+        if isinstance(item, slice):
+            if item.step is not None and (not isinstance(item.step, int | np.integer) or item.step <= 0):
+                return False
+            if not all(v is None or isinstance(v, int | np.integer) for v in (item.start, item.stop)):
+                return False
+        elif item is not Ellipsis and not isinstance(item, int | np.integer):
+            return False
+    return sum(item is Ellipsis for item in items) <= 1
 
 
 # --- query planning (array-expr) ---------------------------------------------------------------------------

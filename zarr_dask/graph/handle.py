@@ -164,18 +164,27 @@ class ArrayHandle:
         The result's memory comes from the block pool (:mod:`zarr_dask.graph.buffers`): once an earlier
         result of the same size has been dropped, its already-mapped memory is reused.
         """
-        dims = normalize_selection(Ellipsis, self.shape)
+        return self.read_selection(Ellipsis, threads)
+
+    def read_selection(self, selection: Any, threads: int) -> np.ndarray[Any, Any]:
+        """A basic selection (integers, slices, Ellipsis), read by ``threads`` threads straight into one result
+        from the block pool: what ``compute()`` of ``from_zarr(...)[selection]`` gives, without dask."""
+        try:
+            dims = normalize_selection(selection, self.shape)
+        except ZarrDaskError as e:
+            raise e.with_context(store=self.store.url, path=self.path) from None
         out = buffers.empty(tuple(d.count for d in dims), self.dtype)
         projections = list(chunk_projections(dims, self.io.grids, self.shape)) if out.size else []
         if threads <= 1 or len(projections) <= 1:
             self.read_projections(out, projections)
-            return out
-        remote = self.store.batched_io  # batches as run_batches plans them for remote stores
-        run_batches(
-            lambda batch: self.read_projections(out, batch), projections, threads=threads,
-            batch_size=None if remote else self.local_batch, pool=None if remote else _read_pool(threads),
-        )
-        return out
+        else:
+            remote = self.store.batched_io  # batches as run_batches plans them for remote stores
+            run_batches(
+                lambda batch: self.read_projections(out, batch), projections, threads=threads,
+                batch_size=None if remote else self.local_batch, pool=None if remote else _read_pool(threads),
+            )
+        result: np.ndarray[Any, Any] = finalize_output(out, dims)
+        return result
 
     def read_projections(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         """One store call for every key on remote stores; small batches on local ones (cache locality)."""
