@@ -92,3 +92,26 @@ class Table:
 
     def ratio(self, workload: str, a: str, b: str) -> float:
         return self.median(workload, a) / self.median(workload, b)
+
+
+def make_moto_writes_atomic(setter: Callable[[Any, str, Any], Any] = setattr) -> None:
+    """Make moto's ``PutObject`` / ``DeleteObject`` atomic, as S3 documents its conditional writes.
+
+    moto 5 checks ``If-Match`` / ``If-None-Match`` and then stores the object in two steps, with no lock, on a
+    threaded server: two concurrent conditional writes of one key can both pass the check, which real S3 never
+    allows. One lock across each object write (in the server's process) gives the server S3's semantics.
+    ``setter`` installs each wrapper (``setattr``, or a test's ``monkeypatch.setattr`` to undo it after).
+    """
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    for name in ("put_object", "delete_object"):
+        original = getattr(S3Response, name)
+
+        def atomic(self: Any, _original: Any = original) -> Any:
+            with lock:
+                return _original(self)
+
+        setter(S3Response, name, atomic)

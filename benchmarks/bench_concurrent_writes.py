@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -28,6 +29,9 @@ import numpy as np
 
 import zarr_dask
 from zarr_dask.store import LocalStore, MemoryStore, Store
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import make_moto_writes_atomic  # noqa: E402
 
 MIB = int(os.environ.get("ZD_BENCH_MIB", "64"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
@@ -84,24 +88,15 @@ def misaligned(store: Store) -> dict[str, Any]:
 @contextlib.contextmanager
 def moto_s3() -> Iterator[Store | None]:
     """A moto S3 server on 127.0.0.1 with a fresh bucket (its conditional writes made atomic, as S3's are; see
-    tests/conftest.py), or None when moto is not installed."""
+    _common.make_moto_writes_atomic), or None when moto is not installed."""
     try:
-        from moto.s3.responses import S3Response
         from moto.server import ThreadedMotoServer
     except ImportError:
         yield None
         return
     for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(name, value)
-    lock = threading.Lock()
-    for name in ("put_object", "delete_object"):
-        original = getattr(S3Response, name)
-
-        def atomic(self: Any, _original: Any = original) -> Any:
-            with lock:
-                return _original(self)
-
-        setattr(S3Response, name, atomic)
+    make_moto_writes_atomic()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -77,7 +77,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, race, scratch  # noqa: E402
+from _common import Table, make_moto_writes_atomic, race, scratch  # noqa: E402
 
 import zarr_dask  # noqa: E402
 from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
@@ -211,20 +211,11 @@ def http_server(root: str, latency: float) -> ThreadingHTTPServer:
 
 def _serve_s3(latency: float, port_out: Any) -> None:
     """Child process: moto's S3 server (conditional put/delete atomic, as S3's are) behind a delaying gate."""
-    from moto.s3.responses import S3Response
     from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    lock = threading.Lock()
-    for name in ("put_object", "delete_object"):
-        original = getattr(S3Response, name)
-
-        def atomic(self: Any, _original: Any = original) -> Any:
-            with lock:
-                return _original(self)
-
-        setattr(S3Response, name, atomic)
+    make_moto_writes_atomic()
     moto_app = DomainDispatcherApplication(create_backend_app)
     gauge = _Gauge()
 

@@ -15,10 +15,12 @@ Fixtures for any test module:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,27 +85,18 @@ def s3_server() -> Iterator[str]:
             server.stop()
 
 
+_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
 def _make_moto_writes_atomic(patch: pytest.MonkeyPatch) -> None:
-    """Make moto's conditional ``PutObject`` / ``DeleteObject`` atomic, as S3 documents them.
-
-    moto 5 checks ``If-Match`` / ``If-None-Match`` and then stores the object in two steps, on a threaded HTTP
-    server, with no lock: two concurrent conditional writes of one key can both pass the check, which real S3
-    never allows (one gets 412 or 409). Our concurrency tests would then see moto lose data, not us. Holding
-    one lock across each object write of the server (in this process) gives the server S3's semantics; the
-    requests still travel over HTTP through s3fs and botocore exactly as against S3."""
-    import threading
-
-    from moto.s3.responses import S3Response
-
-    lock = threading.Lock()
-    for name in ("put_object", "delete_object"):
-        original = getattr(S3Response, name)
-
-        def atomic(self: Any, _original: Any = original) -> Any:
-            with lock:
-                return _original(self)
-
-        patch.setattr(S3Response, name, atomic)
+    """Make moto's conditional ``PutObject`` / ``DeleteObject`` atomic, as S3 documents them (the requests still
+    travel over HTTP through s3fs and botocore exactly as against S3); see
+    ``benchmarks/_common.make_moto_writes_atomic``, which the benchmarks use too. Undone after the session."""
+    spec = importlib.util.spec_from_file_location("_zd_bench_common", _BENCHMARKS / "_common.py")
+    assert spec is not None and spec.loader is not None
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    common.make_moto_writes_atomic(patch.setattr)
 
 
 _FAKE_AWS_ENV = {
