@@ -668,8 +668,10 @@ class ChunkIO:
         )
 
     def _write_keys(self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, bool, Any]], build: _Build) -> None:
-        """Write ``(key, covered whole, what build needs)`` items (see :meth:`write_from`)."""
+        """Write ``(key, covered whole, what build needs)`` items (see :meth:`write_from`). Keys covered whole
+        may be uploaded behind the calling dask task (:mod:`zarr_dask.store.uploads`); merged keys never are."""
         to_set: dict[str, bytes] = {}
+        merged: dict[str, bytes] = {}
         to_delete: list[str] = []
         partial: dict[str, Any] = {}
         for key, complete, unit in items:
@@ -691,11 +693,13 @@ class ChunkIO:
                 for key, unit in partial.items():
                     data = build(key, unit, value, existing.get(key))
                     if data is not None:
-                        to_set[key] = data
+                        merged[key] = data
                     elif key in existing:
                         to_delete.append(key)
-        if to_set and not uploads.set_many(self.store, to_set, batched_io=self.store.batched_io):
-            self.store.set_many(to_set)
+        if to_set and uploads.set_many(self.store, to_set, batched_io=self.store.batched_io):
+            to_set = {}
+        if to_set or merged:
+            self.store.set_many({**to_set, **merged})
         if to_delete:
             self.store.delete_many(to_delete)
 
