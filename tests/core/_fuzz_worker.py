@@ -4,7 +4,7 @@
 geometry, chunk bytes, shard indexes and vlen payloads to the memory store and local files, opening, reading
 and building dask graphs from each. Prints one JSON line: inputs run, slowest input, and every failure (an
 exception that is not a ``zarr_dask.errors`` error, a ``MemoryError`` anywhere in the chain, or an input
-that took more than 1 s).
+that took more than 1 s of CPU time, or 5 s of wall time).$
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ CODECS: list[list[dict[str, Any]]] = [
     [BYTES_CODEC, {"name": "numcodecs.bz2", "configuration": {"level": 1}}],
 ]  # fmt: skip
 V2_COMPRESSORS = [None, {"id": "zstd", "level": 1}, {"id": "lz4"}, {"id": "zlib", "level": 1}, {"id": "bz2"}]
+#: Wall time allowed per input (its CPU time may be at most 1 s).
+WALL_LIMIT = 5.0
 STATS: dict[str, Any] = {"inputs": 0, "slowest": 0.0, "failures": [], "outcomes": {}}
 WORK = sys.argv[3] if len(sys.argv) > 3 else "/tmp"
 
@@ -90,18 +92,21 @@ def _chain(e: BaseException) -> list[BaseException]:
 
 def run(files: dict[str, bytes]) -> None:
     STATS["inputs"] += 1
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     try:
         outcome = _exercise(files)
     except BaseException as e:  # noqa: BLE001 - every escape is the finding
         outcome = "FAIL"
         STATS["failures"].append({"error": f"{type(e).__name__}: {e}"[:500], "trace": traceback.format_exc()[-1500:],
                                   "files": {k: v[:300].hex() for k, v in files.items()}})  # fmt: skip
-    elapsed = time.perf_counter() - start
-    STATS["slowest"] = max(STATS["slowest"], elapsed)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    STATS["slowest"] = max(STATS["slowest"], cpu)
     STATS["outcomes"][outcome] = STATS["outcomes"].get(outcome, 0) + 1
-    if elapsed > 1.0:
-        STATS["failures"].append({"error": f"took {elapsed:.2f} s", "files": {k: v[:300].hex() for k, v in files.items()}})
+    # CPU time (all threads) for work, wall time for waiting: a shared machine's load stretches wall time
+    # several-fold, but no input may compute for over 1 s nor wait (retries, backoff) for over WALL_LIMIT
+    if cpu > 1.0 or elapsed > WALL_LIMIT:
+        STATS["failures"].append({"error": f"took {cpu:.2f} s of CPU, {elapsed:.2f} s of wall time",
+                                  "files": {k: v[:300].hex() for k, v in files.items()}})  # fmt: skip
 
 
 def main() -> None:
