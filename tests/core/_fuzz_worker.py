@@ -4,7 +4,7 @@
 geometry, chunk bytes, shard indexes and vlen payloads to the memory store and local files, opening, reading
 and building dask graphs from each. Prints one JSON line: inputs run, slowest input, and every failure (an
 exception that is not a ``zarr_dask.errors`` error, a ``MemoryError`` anywhere in the chain, or an input
-that took more than 1 s of CPU time, or 5 s of wall time).$
+that took more than 1 s of CPU time, or 5 s of wall time).
 """
 
 from __future__ import annotations
