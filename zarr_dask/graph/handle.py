@@ -144,12 +144,7 @@ class ArrayHandle:
         if _is_fancy(selection):
             basic, relative = _split_fancy(selection, self.shape)
             return np.asarray(self[basic][relative])
-        try:
-            dims = normalize_selection(selection, self.shape)
-        except ZarrDaskError as e:
-            raise e.with_context(store=self.store.url, path=self.path) from None
-        out: np.ndarray[Any, Any] = finalize_output(self.read(dims), dims)
-        return out
+        return self.read_selection(selection, threads=1)
 
     def read(self, dims: Sequence[DimSelection]) -> np.ndarray[Any, Any]:
         """Read a normalised selection (full rank) in the calling thread."""

@@ -21,7 +21,7 @@ Examples
 --------
 >>> from zarr_dask.store import MemoryStore
 >>> store = MemoryStore()
->>> group = new_group()
+>>> group = "doc-example-write"
 >>> with behind(group):
 ...     deferred = set_many(store, {"c/0": b"x"}, batched_io=True)
 >>> deferred, drain(group), store.get("c/0")
@@ -30,7 +30,6 @@ Examples
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -40,7 +39,7 @@ from typing import Any
 
 from zarr_dask import config
 
-__all__ = ["behind", "drain", "new_group", "pending_bytes", "set_many"]
+__all__ = ["behind", "drain", "pending_bytes", "set_many"]
 
 #: Uploader threads at most (each sends one batched call at a time).
 _WORKERS = 8
@@ -71,11 +70,6 @@ class _Upload:
 
     def __post_init__(self) -> None:
         self.nbytes = sum(len(v) for v in self.items.values())
-
-
-def new_group() -> str:
-    """A fresh group name (a write graph uses its token)."""
-    return os.urandom(8).hex()
 
 
 @contextmanager
