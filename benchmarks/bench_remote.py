@@ -117,6 +117,7 @@ class _Gauge:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests = self.in_flight = self.max_in_flight = 0
+        self.cpu = time.process_time()
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -132,8 +133,11 @@ class _Gauge:
 
     def take(self) -> bytes:
         with self.lock:
-            out = {"requests": self.requests, "max_in_flight": self.max_in_flight}
+            now = time.process_time()
+            cpu_ms = round(1000 * (now - self.cpu))  # the server's CPU time since the last take
+            out = {"requests": self.requests, "max_in_flight": self.max_in_flight, "cpu_ms": cpu_ms}
             self.requests = self.max_in_flight = 0
+            self.cpu = now
         return json.dumps(out).encode()
 
 

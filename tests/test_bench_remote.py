@@ -70,7 +70,8 @@ def test_http_server_ranges_and_gauge(served: tuple[Path, str]) -> None:
     assert get(f"{endpoint}/d/missing")[0] == 404
     assert get(f"{endpoint}/../etc/passwd")[0] == 404
     assert bench_remote.take_stats(endpoint)["requests"] == 7
-    assert bench_remote.take_stats(endpoint) == {"requests": 0, "max_in_flight": 0}
+    after = bench_remote.take_stats(endpoint)
+    assert after["requests"] == after["max_in_flight"] == 0 and after["cpu_ms"] >= 0
 
 
 @pytest.mark.parametrize("sharded", [False, True])

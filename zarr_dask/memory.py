@@ -23,7 +23,8 @@ def release_memory() -> dict[str, int]:
 
     The I/O and reader thread pools are shut down (their threads end, and with them their read arenas and
     scratch buffers), the idle dask-block buffers are dropped, this thread's own arena and scratch buffers
-    too, and glibc is asked to return freed memory to the system.
+    too, the cache of parsed array metadata (with the codec pipelines it holds) is emptied, and glibc is
+    asked to return freed memory to the system.
 
     Returns
     -------
@@ -36,7 +37,7 @@ def release_memory() -> dict[str, int]:
     >>> sorted(zarr_dask.release_memory())
     ['block_pool_bytes', 'thread_pools']
     """
-    from zarr_dask.core import chunk_io
+    from zarr_dask.core import chunk_io, nodes
     from zarr_dask.store.arena import release_read_arena
 
     pools = chunk_io.shutdown_pool()
@@ -50,6 +51,7 @@ def release_memory() -> dict[str, int]:
         buffers.POOL.clear()
     chunk_io.release_scratch()
     release_read_arena()
+    nodes.clear_parse_cache()
     _malloc_trim()
     return {"thread_pools": pools, "block_pool_bytes": freed}
 

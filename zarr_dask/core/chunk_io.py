@@ -263,6 +263,10 @@ class ChunkIO:
 
     @cached_property
     def pipeline(self) -> CodecPipeline:
+        """The codec pipeline, built once per metadata document (kept in the metadata's memo)."""
+        return self.metadata.memo(("pipeline", self.allow_unsafe_codecs), self._build_pipeline)
+
+    def _build_pipeline(self) -> CodecPipeline:
         m = self.metadata
         try:
             if isinstance(m, ArrayMetadataV2):

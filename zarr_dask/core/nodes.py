@@ -8,10 +8,15 @@ race.
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 from zarr_dask.errors import (
     ContainsArrayError,
@@ -70,8 +75,57 @@ def _load(doc: bytes, key: str, store: Store, path: str) -> Any:
         raise e.with_context(store=store.url, path=path) from None
 
 
+#: Parsed array metadata by the bytes of its documents: opening the same array again (every ``from_zarr`` of a
+#: URL) reparses nothing, and the metadata keeps its canonical string (dask token) and codec pipeline.
+_PARSED: OrderedDict[tuple[bytes | None, ...], ArrayMetadata] = OrderedDict()
+_PARSED_MAX = 256
+_PARSED_MAX_BYTES = 64 << 10  # per entry: large attribute documents are parsed each time, not kept
+_PARSED_LOCK = threading.Lock()
+
+
+def clear_parse_cache() -> None:
+    with _PARSED_LOCK:
+        _PARSED.clear()
+
+
+def _fresh(cached: ArrayMetadata) -> ArrayMetadata:
+    """A copy of cached metadata for one caller: its own attribute containers (the cache must never see a
+    change a caller makes to them), everything else shared: the immutable fields and the memo of derived
+    values (canonical string, codec pipelines)."""
+    out = object.__new__(type(cached))
+    out.__dict__.update(cached.__dict__)
+    for name in ("attributes", "extra_fields"):
+        value = out.__dict__.get(name)
+        if value:
+            out.__dict__[name] = copy.deepcopy(value)
+    return out
+
+
 def parse_node(docs: Mapping[str, bytes], path: str, store: Store) -> NodeMetadata | None:
-    """Parse the documents found for ``path`` (keys relative to the store root)."""
+    """Parse the documents found for ``path`` (keys relative to the store root); arrays through a cache keyed
+    by the documents' bytes (the parse is a pure function of them)."""
+    p = key_prefix(path)
+    key = tuple(docs.get(p + name) for name in (V3_DOC, ".zarray", ".zattrs"))
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+    if hit is not None:
+        return _fresh(hit)
+    node = _parse_node(docs, path, store)
+    if isinstance(node, ArrayMetadataV2 | ArrayMetadataV3) and sum(len(d) for d in key if d) <= _PARSED_MAX_BYTES:
+        node.canonical()  # creates the memo that every copy handed out shares
+        if isinstance(node.fill_value, np.ndarray):
+            node.fill_value.setflags(write=False)  # shared by every copy: nobody may change it in place
+        with _PARSED_LOCK:
+            _PARSED[key] = node
+            while len(_PARSED) > _PARSED_MAX:
+                _PARSED.popitem(last=False)
+        return _fresh(node)
+    return node
+
+
+def _parse_node(docs: Mapping[str, bytes], path: str, store: Store) -> NodeMetadata | None:
     p = key_prefix(path)
     try:
         if p + V3_DOC in docs:

@@ -22,7 +22,6 @@ file. What it offers:
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
@@ -36,6 +35,7 @@ from dask.blockwise import blockwise as core_blockwise
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.layers import ArrayBlockwiseDep
+from dask.system import CPU_COUNT
 
 from zarr_dask.graph import buffers
 from zarr_dask.graph.chunking import Chunks, chunks_token, is_regular
@@ -385,8 +385,8 @@ def local_threads(x: Any, kwargs: dict[str, Any]) -> int | None:
     get = cast(Any, get_scheduler)(scheduler=kwargs.get("scheduler"), collections=[x])
     if get is local.get_sync:
         return 1
-    if get is threaded.get:
-        return int(kwargs.get("num_workers") or config.get("num_workers", None) or os.cpu_count() or 1)
+    if get is threaded.get:  # dask's threaded scheduler defaults to dask.system.CPU_COUNT (affinity, cgroups)
+        return int(kwargs.get("num_workers") or config.get("num_workers", None) or CPU_COUNT)
     return None
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
@@ -356,6 +356,9 @@ def prefixed(error: ZarrDaskError, prefix: str) -> ZarrDaskError:
     return type(error)(f"{prefix}: {error.problem}", store=error.store, path=error.path)
 
 
+_T = TypeVar("_T")
+
+
 class JsonEquality:
     """Mixin: equality, hash and dask token from the canonical JSON of :meth:`_json_key`.
 
@@ -363,16 +366,44 @@ class JsonEquality:
     (``NaN != NaN``, unhashable dicts); comparing their JSON form is exact and NaN-safe.
     """
 
+    #: Remember derived values (:meth:`memo`): for classes whose instances are never changed in place, the
+    #: metadata of arrays, which the parse cache hands out again on every open of the same document.
+    _memoize: ClassVar[bool] = False
+
     def _json_key(self) -> Any:
         raise NotImplementedError
+
+    def memo(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """``build()``, remembered under ``key`` on memoizing classes (and shared by the copies that the parse
+        cache hands out of one parsed document); built each time on the others."""
+        if not self._memoize:
+            return build()
+        memo: dict[Hashable, Any] | None = self.__dict__.get("_memo")
+        if memo is None:
+            memo = self.__dict__.setdefault("_memo", {})
+        try:
+            return cast(_T, memo[key])
+        except KeyError:
+            value = memo[key] = build()  # two threads may both build it: same value, harmless
+            return value
+
+    def canonical(self) -> str:
+        """The canonical JSON string compared by ``==``, hashed, and tokenized by dask."""
+        return self.memo("canonical", lambda: canonical_json(self._json_key()))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the fields, not the remembered values (rebuilt on demand)."""
+        state = dict(self.__dict__)
+        state.pop("_memo", None)
+        return state
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return canonical_json(self._json_key()) == canonical_json(other._json_key())
+        return self.canonical() == other.canonical()
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, canonical_json(self._json_key())))
+        return hash((type(self).__name__, self.canonical()))
 
     def __dask_tokenize__(self) -> tuple[str, str]:
-        return (type(self).__name__, canonical_json(self._json_key()))
+        return (type(self).__name__, self.canonical())

@@ -118,6 +118,7 @@ class ArrayMetadataV2(JsonEquality):
 
     zarr_format: ClassVar[Literal[2]] = 2
     node_type: ClassVar[Literal["array"]] = "array"
+    _memoize: ClassVar[bool] = True  # never changed in place; reused by the parse cache
 
     shape: tuple[int, ...]
     chunks: tuple[int, ...]

@@ -184,6 +184,7 @@ class ArrayMetadataV3(JsonEquality):
 
     zarr_format: ClassVar[Literal[3]] = 3
     node_type: ClassVar[Literal["array"]] = "array"
+    _memoize: ClassVar[bool] = True  # never changed in place; reused by the parse cache
 
     shape: tuple[int, ...]
     data_type: DataType
