@@ -82,8 +82,11 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+_CPUS = max(1, min(os.cpu_count() or 1, 16))  # read once: os.cpu_count() costs a system call per use
+
+
 def _cpu_threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 16))
+    return _CPUS
 
 
 def _block_pool_default() -> int:
