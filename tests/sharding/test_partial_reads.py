@@ -196,3 +196,28 @@ def test_sharded_indexing_matches_numpy(shape, inner, per_shard, location, gap, 
     b = zarr_dask.Array.open(store, coalescing=Coalescing(max_gap=gap, whole_shard_fraction=1.0))
     np.testing.assert_array_equal(b[read], expect[read])
     np.testing.assert_array_equal(b[...], expect)
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_a_large_shard_on_a_local_store_is_read_in_pieces(location, monkeypatch):
+    """Stores without batched I/O read a shard larger than LOCAL_SHARD_PIECE_BYTES piece by piece (its index,
+    then each piece's byte range, decoded before the next is fetched), so a whole read never holds whole shards."""
+    from zarr_dask.core import chunk_io
+
+    monkeypatch.setattr(chunk_io, "LOCAL_SHARD_PIECE_BYTES", 1 << 20)  # 16 inner chunks of 64 KiB per piece
+    store = RecordingStore()
+    a, data = big_array(store, location)  # 2 shards of 4 MiB: 64 inner chunks each
+    store.reset()
+    np.testing.assert_array_equal(a[:], data)
+    fetched = [r for call in store.range_calls for r in call]
+    index = 64 * 16 + 4  # 64 inner chunks per shard, 16 bytes each, and a CRC32C
+    indexes = [r for r in fetched if r[1:] in ((0, index), (-index, None))]
+    payload = [r for r in fetched if r not in indexes]
+    assert len(indexes) == len(payload) == 2 * 4  # 4 pieces per shard: an index read and one coalesced range each
+    assert max(r[2] - r[1] for r in payload) <= (1 << 20) + index  # one piece (plus an end index's length)
+    assert store.counters.snapshot()["get"] == 0  # never a whole shard
+    # a shard within one piece keeps the whole-shard read (one request, no index first)
+    monkeypatch.setattr(chunk_io, "LOCAL_SHARD_PIECE_BYTES", 8 << 20)
+    store.reset()
+    np.testing.assert_array_equal(a[:1024], data[:1024])
+    assert len(store.range_calls) == 1 and len(store.range_calls[0]) == 1

@@ -84,6 +84,10 @@ LOCAL_BATCH_BYTES = 2 << 20
 #: Largest chunk the native reader reads (it allocates its buffers up front); larger ones take the Python path,
 #: which checks each stored object's size against the chunk before allocating for it.
 NATIVE_MAX_CHUNK_BYTES = 64 << 20
+#: Decoded bytes of the inner chunks read per step from a shard on a store without batched I/O: a shard larger
+#: than this is read in pieces (its index, then the pieces' byte ranges), so a whole read holds about this much
+#: of stored bytes per thread rather than whole shards (a 1 GiB read of 64 MiB shards: 1.13x -> 1.0x its size).
+LOCAL_SHARD_PIECE_BYTES = 8 << 20
 
 
 def io_threads() -> int:
@@ -372,16 +376,21 @@ class ChunkIO:
         return ChunkDecodeError(f"shard {key!r}: {e.problem}", store=self.store.url, path=self.path)
 
     def _read_shards(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """Read shards partially: one batched call for indexes (or whole shards), one for inner chunks."""
+        """Read shards partially: one batched call for indexes (or whole shards), one for inner chunks; large
+        shards of stores without batched I/O piece by piece."""
         assert self.sharding is not None
         inner = self.sharding.chunk_shape
-        self.read_shard_units(
-            out,
-            [
-                (p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete)
-                for p in projections
-            ],
-        )
+        units: list[ShardUnit] = []
+        piece = max(1, LOCAL_SHARD_PIECE_BYTES // (math.prod(inner) * self.dtype.itemsize))
+        for p in projections:
+            parts = inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords))
+            if self.store.batched_io or len(parts) <= piece:
+                units.append((p.coords, parts, p.complete))
+                continue
+            for i in range(0, len(parts), piece):  # local files, memory: piece by piece, fetched then decoded
+                self.read_shard_units(out, [(p.coords, parts[i : i + piece], False)])
+        if units:
+            self.read_shard_units(out, units)
 
     def read_shard_units(self, out: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
         """Read the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` into ``out``: one batched
@@ -504,7 +513,9 @@ class ChunkIO:
 
         For a sharded array (``projections`` over the shard grid) each shard's index is read once (a prefix or
         suffix range), then the needed inner chunks' byte ranges, coalesced: one ``get_ranges`` call for all
-        indexes and one for all data. A shard the selection covers, or needs most of, is fetched whole.
+        indexes and one for all data. A shard the selection covers, or needs most of, is fetched whole; on
+        stores without batched I/O (local files, memory) a shard needing more than
+        :data:`LOCAL_SHARD_PIECE_BYTES` of inner chunks is read piece by piece instead (bounded memory).
         """
         if self.sharding is not None:
             self._read_shards(out, projections)
