@@ -329,3 +329,42 @@ def test_mode_a_overwrites_existing_variables_in_place_and_replaces_group_attrs(
     got = _open(store).load()
     xr.testing.assert_identical(got, changed.compute())
     assert "v/zarr.json" not in store.writes  # existing arrays keep their metadata
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "says"),
+    [
+        ("a/b", 3, "contains '/'"),
+        ("a/b", 2, "contains '/'"),
+        ("zarr.json", 3, "Zarr v3 metadata document"),
+        (".zarray", 2, "Zarr v2 metadata document"),
+        (".zmetadata", 2, "Zarr v2 metadata document"),
+        ("..", 3, "only of '.'"),
+        ("x\x01", 2, "control character"),
+    ],
+)
+def test_a_variable_name_no_array_can_have_is_refused_before_anything_is_written(tmp_path, name, fmt, says):
+    """A name that would nest the variable (and lose it on reading back) or that collides with a metadata
+    document: a clear error naming the variable, and an untouched store."""
+    from zarr_dask.errors import InvalidPathError
+
+    ds = xr.Dataset({"fine": ("x", np.arange(3)), name: ("x", np.arange(3.0))})
+    url = tmp_path / "o.zarr"
+    with pytest.raises(InvalidPathError, match="variable") as info:
+        zarr_dask.to_zarr_dataset(ds, str(url), zarr_format=fmt)
+    assert says in str(info.value) and repr(name) in str(info.value)
+    assert not url.exists() or not any(url.iterdir())
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_names_xarray_itself_writes_are_accepted(tmp_path, fmt):
+    """``__xarray_dataarray_variable__`` starts with '__' (reserved in v3), but xarray writes and reads it."""
+    arr = xr.DataArray(np.arange(4.0), dims="x")
+    zarr_dask.to_zarr_dataset(arr, str(tmp_path / "o.zarr"), zarr_format=fmt)
+    back = xr.open_dataarray(tmp_path / "o.zarr", engine="zarr_dask")
+    np.testing.assert_array_equal(back.values, arr.values)
+    # and names that are only odd in the other format
+    other = ".zarray" if fmt == 3 else "zarr.json"
+    ds = xr.Dataset({other: ("x", np.arange(2))})
+    zarr_dask.to_zarr_dataset(ds, str(tmp_path / "p.zarr"), zarr_format=fmt)
+    assert list(xr.open_dataset(tmp_path / "p.zarr", engine="zarr_dask").data_vars) == [other]

@@ -90,7 +90,7 @@ def normalize_path(path: str) -> str:
     return result
 
 
-def validate_node_name(name: str, zarr_format: int) -> None:
+def validate_node_name(name: str, zarr_format: int, *, allow_reserved: bool = False) -> None:
     """Check a single (non-root) node name against the spec rules.
 
     v3 (spec "node names"): not empty, no ``/``, not made only of ``.``, not starting with ``__``
@@ -104,6 +104,8 @@ def validate_node_name(name: str, zarr_format: int) -> None:
         The name to check.
     zarr_format
         2 or 3.
+    allow_reserved
+        Accept v3 names starting with ``__`` (xarray writes ``__xarray_dataarray_variable__`` itself).
 
     Raises
     ------
@@ -120,7 +122,7 @@ def validate_node_name(name: str, zarr_format: int) -> None:
     """
     if not isinstance(name, str):
         raise InvalidPathError(f"a node name must be a string, got {type(name).__name__} {name!r}")
-    problem = _name_problem(name, zarr_format)
+    problem = _name_problem(name, zarr_format, allow_reserved=allow_reserved)
     if problem is not None:
         raise InvalidPathError(f"node name {name!r} {problem}")
 
@@ -153,7 +155,7 @@ def validate_node_path(path: str, zarr_format: int) -> str:
     return result
 
 
-def _name_problem(name: str, zarr_format: int) -> str | None:
+def _name_problem(name: str, zarr_format: int, *, allow_reserved: bool = False) -> str | None:
     if zarr_format not in (2, 3):
         return f"cannot be checked: zarr_format must be 2 or 3, got {zarr_format!r}"
     if not name:
@@ -168,7 +170,7 @@ def _name_problem(name: str, zarr_format: int) -> str | None:
     if _DRIVE.match(name):
         return "looks like a Windows drive ('C:'); rename it"
     if zarr_format == 3:
-        if name.startswith("__"):
+        if name.startswith("__") and not allow_reserved:
             return "starts with '__', which Zarr v3 reserves; rename it"
         if name == "zarr.json":
             return "is the name of the Zarr v3 metadata document; rename it"

@@ -19,12 +19,13 @@ from zarr_dask.errors import (
     ContainsArrayError,
     ContainsGroupError,
     GroupNotFoundError,
+    InvalidPathError,
     MetadataError,
     ZarrDaskError,
 )
 from zarr_dask.graph.target import grown_metadata
 from zarr_dask.spec import ArrayMetadata, GroupMetadataV2, GroupMetadataV3
-from zarr_dask.spec.paths import join_path, parent_paths
+from zarr_dask.spec.paths import join_path, parent_paths, validate_node_name
 from zarr_dask.store import Store
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.encoding import dims_and_attrs
@@ -276,6 +277,27 @@ def _stored_name(name: Hashable) -> str:
     return "__values__" if name is None else str(name)
 
 
+def _check_variable_name(name: str, fmt: ZarrFormat, store: Store, path: str) -> None:
+    """A variable is stored as the array of its name: refuse, before anything is written, a name that would
+    nest it (``/``) or that the format cannot hold (a metadata document's name, ``.``, ``..``, control
+    characters). xarray's own ``__`` names (``__xarray_dataarray_variable__``) are allowed in v3 too: xarray
+    writes and reads them."""
+    if "/" in name:
+        raise InvalidPathError(
+            f"variable {name!r} contains '/', which Zarr reads as a group path: it would be stored as an array "
+            f"{name.rsplit('/', 1)[1]!r} in a subgroup, and reading the dataset back would not find it; rename "
+            "the variable (groups are written with to_zarr_datatree)",
+            store=store.url,
+            path=path,
+        )
+    try:
+        validate_node_name(name, fmt, allow_reserved=True)
+    except InvalidPathError as e:
+        raise InvalidPathError(
+            f"variable {name!r} cannot be stored as an array of that name: {e.problem}", store=store.url, path=path
+        ) from None
+
+
 def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> GroupPlan:
     """Validate a Dataset write into the group at ``path`` and work out every document and data write."""
     from xarray import conventions
@@ -296,6 +318,8 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
         variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
         variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
     names = list(variables)
+    for name in names:
+        _check_variable_name(name, fmt, state.store, path)
     old = [n for n in names if n in existing]
     if opts.mode == "r+" and (new_names := [k for k in names if k not in existing]):
         raise ValueError(
