@@ -41,7 +41,7 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
-from zarr_dask.store.foreign import MappingStore
+from zarr_dask.store.mapping import MappingStore
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
@@ -138,7 +138,7 @@ def _run(
 ) -> Any:
     """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
     (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases."""
-    _check_in_process(target.handle.store)
+    check_in_process(target.handle.store)
     plan = make_plan(arr, target)
     graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array)
     result: Any
@@ -159,19 +159,24 @@ def _run(
     return None
 
 
-def _check_in_process(store: Any) -> None:
-    """A Python mapping cannot be written from a distributed cluster's workers (they would write copies)."""
-    if not isinstance(store, MappingStore):
+def check_in_process(store: Any) -> None:
+    """Refuse, before anything is written, to write into a Python mapping of this process (``{}``, a
+    zarr-python ``MemoryStore``) with a scheduler that runs tasks in other processes (``processes``, a
+    ``distributed`` cluster): their writes would go to copies of it."""
+    if not isinstance(store, MappingStore) or store.read_only:
         return
+    from dask import local, threaded
     from dask.base import get_scheduler
 
     get = cast(Any, get_scheduler)()
-    if str(getattr(get, "__module__", "")).startswith("distributed"):
-        raise UnsupportedFeatureError(
-            "cannot write into a Python mapping with the distributed scheduler: its workers would write into "
-            "copies; write to a URL or path that the workers can reach",
-            store=store.url,
-        )
+    if get is None or get is threaded.get or get is local.get_sync:
+        return
+    raise UnsupportedFeatureError(
+        f"cannot write into a Python mapping with the {getattr(get, '__module__', get)!r} scheduler: it runs "
+        "tasks in other processes, which would write into copies of the mapping; use the threaded scheduler, "
+        "or write to a URL or path that every process can reach",
+        store=store.url,
+    )
 
 
 def to_zarr(
@@ -269,6 +274,8 @@ def _write(
     as_array: bool,
 ) -> Any:  # fmt: skip
     target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
+    if compute:
+        check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
     if target.action in ("create", "overwrite"):
         create_metadata(target)
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)

@@ -1,19 +1,25 @@
-"""A store over a user's ``MutableMapping`` (``{}``, or the dict inside zarr-python's ``MemoryStore``).
+"""A store over a ``MutableMapping`` the caller owns: ``{}``, any mapping xarray or dask accept as a store, or
+the dict inside zarr-python's ``MemoryStore``.
 
-xarray accepts any ``MutableMapping`` as a Zarr store; :class:`MappingStore` is that, with the behaviour of
-:class:`~zarr_dask.store.MemoryStore` (thread-safe, conditional writes) on the user's own mapping, so the data
-stays where the user can see it. Values may be bytes-like, or objects with ``to_bytes()`` (zarr-python's
-buffers); new values are stored as ``bytes`` unless the caller gives a ``wrap`` function (zarr-python's
-``Buffer.from_bytes``, so zarr-python can read what was written).
+:class:`MappingStore` behaves as :class:`~zarr_dask.store.MemoryStore` (thread-safe, conditional writes) on
+the caller's own mapping, so the data stays where the caller sees it. Values may be bytes-like, or objects
+with ``to_bytes()`` (zarr-python's buffers); new values are stored as ``bytes`` unless the caller gives a
+``wrap`` function (zarr-python's ``Buffer.from_bytes``, so that zarr-python reads what was written).
+
+The mapping lives in this process. A read-only store pickles as a snapshot of its contents (a cluster can
+read it); a writable one refuses to pickle, because writes made in another process would silently go to a
+copy.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
-from zarr_dask.store.memory import MemoryStore
+from zarr_dask.errors import UnsupportedFeatureError
+from zarr_dask.store.memory import MemoryStore, _rebuild_memory_store
 
 __all__ = ["MappingStore"]
 
@@ -22,36 +28,46 @@ _LOCK = threading.RLock()
 
 
 class _BytesView(MutableMapping[str, bytes]):
-    """The user's mapping seen as ``str -> bytes``; an unchanged value reads as the same ``bytes`` object (so
-    identity works as a version, as in MemoryStore)."""
+    """The caller's mapping seen as ``str -> bytes``; the same stored object always reads as the same
+    ``bytes`` object (identity is the version :class:`MemoryStore`'s conditional writes compare)."""
 
-    def __init__(self, mapping: MutableMapping[str, Any], wrap: Callable[[bytes], Any] | None) -> None:
+    def __init__(self, mapping: MutableMapping[Any, Any], wrap: Callable[[bytes], Any] | None) -> None:
         self.mapping = mapping
         self.wrap = wrap
         self._seen: dict[str, tuple[Any, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def _bytes(self, key: str, raw: Any) -> bytes:
+        if type(raw) is bytes:
+            return raw
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and seen[0] is raw:
+                return seen[1]
+            value = bytes(raw.to_bytes() if hasattr(raw, "to_bytes") else memoryview(raw))
+            self._seen[key] = (raw, value)
+            return value
 
     def __getitem__(self, key: str) -> bytes:
-        raw = self.mapping[key]
-        if isinstance(raw, bytes):
-            return raw
-        seen = self._seen.get(key)
-        if seen is not None and seen[0] is raw:
-            return seen[1]
-        value = raw.to_bytes() if hasattr(raw, "to_bytes") else bytes(raw)
-        self._seen[key] = (raw, value)
-        return value
+        return self._bytes(key, self.mapping[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raw = self.mapping.get(key)
+        return default if raw is None else self._bytes(key, raw)
 
     def __setitem__(self, key: str, value: bytes) -> None:
         if self.wrap is None:
             self.mapping[key] = value
             return
         raw = self.wrap(value)
+        with self._lock:
+            self._seen[key] = (raw, value)
         self.mapping[key] = raw
-        self._seen[key] = (raw, value)
 
     def __delitem__(self, key: str) -> None:
         del self.mapping[key]
-        self._seen.pop(key, None)
+        with self._lock:
+            self._seen.pop(key, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self.mapping))
@@ -65,9 +81,6 @@ class _BytesView(MutableMapping[str, bytes]):
 
 class MappingStore(MemoryStore):
     """A :class:`~zarr_dask.store.MemoryStore` whose contents live in the caller's mapping.
-
-    Like MemoryStore it pickles its contents (a copy): writes made in other processes (``distributed``
-    workers) are not seen in the caller's mapping. Use a path or URL for data written by a cluster.
 
     Parameters
     ----------
@@ -88,8 +101,25 @@ class MappingStore(MemoryStore):
     """
 
     def __init__(
-        self, mapping: MutableMapping[str, Any], *, read_only: bool = False, wrap: Callable[[bytes], Any] | None = None
+        self, mapping: MutableMapping[Any, Any], *, read_only: bool = False, wrap: Callable[[bytes], Any] | None = None
     ) -> None:
-        super().__init__(f"mapping-{id(mapping):x}", read_only=read_only)
+        super().__init__(f"mapping-{id(mapping):x}-{uuid.uuid4().hex[:8]}", read_only=read_only)
         self._data = _BytesView(mapping, wrap)  # type: ignore[assignment]
         self._lock = _LOCK
+
+    def with_read_only(self, read_only: bool = True) -> MemoryStore:
+        """A view of the same mapping (same data, lock and name) with ``read_only`` set."""
+        view = MappingStore({}, read_only=read_only)
+        view.name, view.url, view._data = self.name, self.url, self._data
+        return view
+
+    def __reduce__(self) -> Any:
+        if self.read_only:  # a snapshot: readers elsewhere see what the mapping holds now
+            with self._lock:
+                data = dict(self._data)
+            return (_rebuild_memory_store, (self.name, True, data))
+        raise UnsupportedFeatureError(
+            f"store {self.url!r} is a Python mapping of this process and cannot be sent to other processes "
+            "(a distributed cluster, a process pool): their writes would go to a copy; write to a URL or path "
+            "('memory://name' for threads in one process, a directory or an object store for a cluster)"
+        )

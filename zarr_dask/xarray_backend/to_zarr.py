@@ -399,7 +399,7 @@ def to_zarr_dataset(
 def new_memory_store(storage_options: Mapping[str, Any] | None) -> MemoryStore:
     """The store of ``store=None``: a new, empty in-memory store of this process (xarray has zarr-python make
     one). Refuses to pickle, so a cluster's writes can never silently go to a copy."""
-    from zarr_dask.store.foreign import MappingStore
+    from zarr_dask.store.mapping import MappingStore
 
     if storage_options:
         raise ValueError(f"store must be a string to use storage_options. Got {type(None)}")
@@ -419,6 +419,10 @@ def execute_in_turn(
     """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
     appends to one group take turns and each plans from the state the previous one committed (see
     :mod:`zarr_dask.core.lease`). The commit gives the lease back (a lazy write also when it is dropped)."""
+    if compute:
+        from zarr_dask.graph.write import check_in_process
+
+        check_in_process(store)
     lease = AppendLease(store, path).acquire() if appending and conditional(store) is not None else None
     try:
         state, plans = plan()
