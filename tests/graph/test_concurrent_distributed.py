@@ -166,3 +166,20 @@ def test_a_lazy_append_computed_on_the_cluster_gives_its_lease_back(
     assert not store.exists(lease_key(""))
     assert zarr_dask.append(da.full((1, 2), 7, dtype="i4", chunks=1), store) == (7, 2)  # the next one goes on
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:, 0], [0, 0, 0, 5, 5, 5, 7])
+
+
+def test_in_memory_stores_are_refused_on_worker_processes(client: Any) -> None:
+    """A store in this process's memory cannot be written by the cluster's worker processes (they would write
+    into copies: before, the write "succeeded" and read back as fill values). Refused before anything is
+    written; a task that reaches a worker anyway fails instead of reading or writing a copy."""
+    import dask.array as da
+
+    from zarr_dask.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="other processes"):
+        zarr_dask.to_zarr(da.arange(10.0, chunks=5), "memory://cluster-refused.zarr")
+    assert zarr_dask.open_store("memory://cluster-refused.zarr").list_prefix("") == []
+    a = zarr_dask.create_array("memory://cluster-read.zarr", shape=(10,), dtype="f8", chunks=(5,))
+    a[:] = np.arange(10.0)
+    with pytest.raises(UnsupportedFeatureError, match="cannot see"):
+        zarr_dask.from_zarr("memory://cluster-read.zarr").sum().compute()

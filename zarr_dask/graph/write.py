@@ -41,7 +41,6 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
-from zarr_dask.store.mapping import MappingStore
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
@@ -159,22 +158,35 @@ def _run(
     return None
 
 
+def _in_process_cluster(get: Any) -> bool:
+    """True when ``get`` is a distributed client's whose workers all run in this process
+    (``LocalCluster(processes=False)``: their addresses are ``inproc://``)."""
+    client = getattr(get, "__self__", None)
+    if client is None or not str(getattr(type(client), "__module__", "")).startswith("distributed"):
+        return False
+    try:
+        workers = client.scheduler_info().get("workers", {})
+    except Exception:
+        return False
+    return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
+
+
 def check_in_process(store: Any) -> None:
-    """Refuse, before anything is written, to write into a Python mapping of this process (``{}``, a
-    zarr-python ``MemoryStore``) with a scheduler that runs tasks in other processes (``processes``, a
-    ``distributed`` cluster): their writes would go to copies of it."""
-    if not isinstance(store, MappingStore) or store.read_only:
+    """Refuse, before anything is written, to write into a store that lives in this process's memory (a
+    Python mapping, a ``MemoryStore``, fsspec's ``memory://``) with a scheduler that runs tasks in other
+    processes (``processes``, a ``distributed`` cluster): their writes would go to copies of it."""
+    if not getattr(store, "process_local", False) or store.read_only:
         return
     from dask import local, threaded
     from dask.base import get_scheduler
 
     get = cast(Any, get_scheduler)()
-    if get is None or get is threaded.get or get is local.get_sync:
+    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
         return
     raise UnsupportedFeatureError(
-        f"cannot write into a Python mapping with the {getattr(get, '__module__', get)!r} scheduler: it runs "
-        "tasks in other processes, which would write into copies of the mapping; use the threaded scheduler, "
-        "or write to a URL or path that every process can reach",
+        f"cannot write into a store in this process's memory with the {getattr(get, '__module__', get)!r} "
+        "scheduler: it runs tasks in other processes, which would write into copies of it; use the threaded "
+        "scheduler, or write to a URL or path that every process can reach",
         store=store.url,
     )
 

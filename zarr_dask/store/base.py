@@ -63,6 +63,13 @@ class Store(ABC):
     #: ``os.open`` flags for :meth:`read_paths` (stores with files only).
     read_flags: int = 0
 
+    @property
+    def process_local(self) -> bool:
+        """True when the data lives in this process's memory (``MemoryStore``, a Python mapping, fsspec's
+        ``memory://``): other processes (the ``processes`` or ``distributed`` scheduler, a process pool)
+        cannot write into it, and writes with such a scheduler are refused before anything is written."""
+        return False
+
     def __init__(self, url: str, *, read_only: bool) -> None:
         self.url = url
         self.read_only = bool(read_only)

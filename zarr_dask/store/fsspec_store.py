@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
-from zarr_dask.errors import StoreError
+from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
@@ -453,12 +454,19 @@ class FsspecStore(Store):
             return ("url", url, freeze(options), self.read_only)
         return ("fs", type(self.fs).__qualname__, str(self.fs._fs_token), self.path, self.read_only)
 
+    @property
+    def process_local(self) -> bool:
+        """True on fsspec's ``memory://`` filesystem (also under a chained or wrapping one): its files are in
+        this process's memory."""
+        return _in_memory(self.fs)
+
     def __reduce__(self) -> tuple[object, tuple[Any, ...]]:
+        home = os.getpid() if self.process_local else None  # other processes see another memory filesystem
         if self._url_config is not None:
             url, options = self._url_config
-            return (_rebuild_from_url, (url, options, self.read_only))
+            return (_rebuild_from_url, (url, options, self.read_only, home))
         fs_config = (type(self.fs), tuple(self.fs.storage_args), dict(self.fs.storage_options))
-        return (_rebuild_from_fs, (fs_config, self.path, self.read_only))
+        return (_rebuild_from_fs, (fs_config, self.path, self.read_only, home))
 
 
 class _RangePlan:
@@ -523,17 +531,72 @@ def _takes_batch_size(fs: AbstractFileSystem) -> bool:
     return found
 
 
-def _rebuild_from_url(url: str, options: dict[str, Any], read_only: bool) -> FsspecStore:
+def _rebuild_from_url(url: str, options: dict[str, Any], read_only: bool, home: int | None = None) -> Store:
     """Unpickle a store made by :meth:`FsspecStore.from_url`."""
+    if home is not None and home != os.getpid():
+        return ElsewhereStore(url, home, read_only)
     return FsspecStore.from_url(url, storage_options=options, read_only=read_only)
 
 
 def _rebuild_from_fs(
-    fs_config: tuple[type[AbstractFileSystem], tuple[Any, ...], dict[str, Any]], path: str, read_only: bool
-) -> FsspecStore:
+    fs_config: tuple[type[AbstractFileSystem], tuple[Any, ...], dict[str, Any]],
+    path: str,
+    read_only: bool,
+    home: int | None = None,
+) -> Store:
     """Unpickle a store made from a filesystem object: rebuild the filesystem from its arguments."""
     cls, args, kwargs = fs_config
+    if home is not None and home != os.getpid():
+        return ElsewhereStore(f"{_protocol(cast(Any, cls))}://{path}", home, read_only)
     return FsspecStore(cls(*args, **kwargs), path, read_only=read_only)
+
+
+class ElsewhereStore(Store):
+    """What a store on fsspec's in-memory filesystem becomes when unpickled in another process (a worker of
+    the ``processes`` or ``distributed`` scheduler, a process pool): that process cannot see the filesystem,
+    so every use raises :class:`~zarr_dask.errors.UnsupportedFeatureError` -- inside the task that uses it,
+    which fails with the reason -- instead of reading nothing (fill values) or writing into its own memory
+    (lost)."""
+
+    batched_io = False
+
+    def __init__(self, url: str, home: int, read_only: bool) -> None:
+        super().__init__(url, read_only=read_only)
+        self.home = home
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedFeatureError(
+            f"this store is fsspec's in-memory filesystem of process {self.home}, which process {os.getpid()} (a "
+            "worker of the processes or distributed scheduler, or a process pool) cannot see: it would read "
+            "nothing and write into its own memory. Use the threaded scheduler, or a path or URL every process "
+            "reaches",
+            store=self.url,
+        )
+
+    get = get_many = get_ranges = exists = list_dir = list_prefix = list_prefix_sizes = _refuse
+    set = set_many = set_if_not_exists = delete = delete_many = delete_prefix = _refuse
+
+    def with_read_only(self, read_only: bool = True) -> ElsewhereStore:
+        return ElsewhereStore(self.url, self.home, read_only)
+
+    def _config(self) -> tuple[Hashable, ...]:
+        return ("elsewhere", self.url, self.home, self.read_only)
+
+    def __reduce__(self) -> tuple[object, tuple[str, int, bool]]:
+        return (ElsewhereStore, (self.url, self.home, self.read_only))
+
+
+def _in_memory(fs: Any) -> bool:
+    """True for fsspec's memory filesystem, or one wrapping it (``latency::memory://``, caching layers)."""
+    for _ in range(8):  # wrappers keep the filesystem they wrap as ``fs``; bounded against odd cycles
+        if not isinstance(fs, AbstractFileSystem):
+            return False
+        if _protocol(fs) == "memory":
+            return True
+        fs = getattr(fs, "fs", None)
+        if fs is None:
+            return False
+    return False
 
 
 def _unstrip(fs: AbstractFileSystem, root: str) -> str:

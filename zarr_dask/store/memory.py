@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
 
+from zarr_dask.errors import UnsupportedFeatureError
 from zarr_dask.store._keys import check_range, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store
 from zarr_dask.store.versioned import Versioned
@@ -40,6 +42,8 @@ class MemoryStore(Store):
     """
 
     batched_io = False
+    #: The process whose store this is a pickled copy of (None: this process's own store).
+    _home_pid: int | None = None
 
     def __init__(
         self, name: str | None = None, *, read_only: bool = False, data: Mapping[str, Buffer] | None = None
@@ -208,12 +212,33 @@ class MemoryStore(Store):
     def _config(self) -> tuple[Hashable, ...]:
         return (self.name, self.read_only)
 
-    def __reduce__(self) -> tuple[object, tuple[str, bool, dict[str, bytes]]]:
+    @property
+    def process_local(self) -> bool:
+        return True
+
+    def _check_writable(self, action: str, key: str) -> None:
+        home = self._home_pid
+        if home is not None and home != os.getpid():
+            raise UnsupportedFeatureError(
+                f"cannot {action} {key!r}: this is a copy, in process {os.getpid()}, of an in-memory store of "
+                f"process {home} (a worker of the processes or distributed scheduler, or a process pool); the "
+                "write would be lost with the copy. Use the threaded scheduler, or a path or URL every process "
+                "reaches",
+                store=self.url,
+            )
+        super()._check_writable(action, key)
+
+    def __reduce__(self) -> tuple[object, tuple[str, bool, dict[str, bytes], int]]:
         with self._lock:
             data = dict(self._data)
-        return (_rebuild_memory_store, (self.name, self.read_only, data))
+        home = os.getpid() if self._home_pid is None else self._home_pid
+        return (_rebuild_memory_store, (self.name, self.read_only, data, home))
 
 
-def _rebuild_memory_store(name: str, read_only: bool, data: dict[str, bytes]) -> MemoryStore:
-    """Unpickle a MemoryStore (with its contents, fresh counters)."""
-    return MemoryStore(name, read_only=read_only, data=data)
+def _rebuild_memory_store(name: str, read_only: bool, data: dict[str, bytes], home: int | None = None) -> MemoryStore:
+    """Unpickle a MemoryStore: its contents as they were (a snapshot, readable anywhere), fresh counters; in
+    another process than its own, a copy that refuses writes (they would be lost with it)."""
+    store = MemoryStore(name, read_only=read_only, data=data)
+    if home is not None and home != os.getpid():
+        store._home_pid = home
+    return store
