@@ -183,10 +183,12 @@ def check_in_process(store: Any) -> None:
     get = cast(Any, get_scheduler)()
     if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
         return
+    module = str(getattr(get, "__module__", get))
+    name = "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
     raise UnsupportedFeatureError(
-        f"cannot write into a store in this process's memory with the {getattr(get, '__module__', get)!r} "
-        "scheduler: it runs tasks in other processes, which would write into copies of it; use the threaded "
-        "scheduler, or write to a URL or path that every process can reach",
+        f"cannot write into a store in this process's memory with the {name} scheduler: it runs tasks in other "
+        "processes, which would write into copies of it; use the threaded scheduler, or write to a URL or path "
+        "that every process can reach",
         store=store.url,
     )
 
