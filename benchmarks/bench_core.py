@@ -24,7 +24,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, race, scratch  # noqa: E402
+from _common import Table, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
 
@@ -34,13 +34,7 @@ THREADS = os.cpu_count() or 2
 
 def make_data(gib: float) -> np.ndarray:
     side = int((gib * 2**30 / 4) ** 0.5) // 1024 * 1024 or 1024
-    rng = np.random.default_rng(0)
-    # smooth field + noise: compresses like real data (zstd ratio ~1.1-1.5), not like pure noise or zeros
-    y = np.linspace(0, 20, side, dtype="f4")[:, None]
-    x = np.linspace(0, 30, side, dtype="f4")[None, :]
-    data = np.sin(y) * np.cos(x) * 100
-    data += rng.standard_normal((side, side), dtype="f4")
-    return data.astype("f4")
+    return smooth_field(side, side)
 
 
 def chunk_files(root: Path, shape: tuple[int, int], chunk: int) -> list[tuple[tuple[slice, slice], str]]:

@@ -49,7 +49,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, race, scratch  # noqa: E402
+from _common import Table, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
 
@@ -71,12 +71,7 @@ def square(gib: float, multiple: int) -> int:
 
 
 def make_data(side: int) -> np.ndarray:
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 20, side, dtype="f4")[:, None]
-    x = np.linspace(0, 30, side, dtype="f4")[None, :]
-    data = np.sin(y) * np.cos(x) * 100  # smooth field + noise: compresses like real data
-    data += rng.standard_normal((side, side), dtype="f4")
-    return data.astype("f4")
+    return smooth_field(side, side)
 
 
 # ------------------------------------------------------------------------------------------------ floor

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import scratch  # noqa: E402
+from _common import scratch, smooth_field  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "3"))
@@ -142,10 +142,7 @@ def build(root: Path) -> dict[str, tuple[str, bool]]:
     import zarr_dask
 
     side = int((GIB * 2**30 / 4) ** 0.5) // SHARD * SHARD or SHARD
-    y = np.linspace(0, 20, side, dtype="f4")[:, None]
-    x = np.linspace(0, 30, side, dtype="f4")[None, :]
-    rng = np.random.default_rng(0)
-    data = (np.sin(y) * np.cos(x) * 100 + rng.standard_normal((side, side), dtype="f4")).astype("f4")
+    data = smooth_field(side, side)
     urls = {}
     for label, extra in (("chunks", {}), ("shards", {"shards": (SHARD, SHARD)})):
         url = str(root / f"{label}.zarr")

@@ -77,7 +77,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, make_moto_writes_atomic, race, scratch  # noqa: E402
+from _common import Table, make_moto_writes_atomic, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
 from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
@@ -102,12 +102,7 @@ except ImportError:  # a benchmark-only dependency
 
 def make_data() -> np.ndarray:
     rows = max(SHARD, -(-int(MIB * 2**20 / 4 / COLS) // SHARD) * SHARD)
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 40, rows, dtype="f4")[:, None]
-    x = np.linspace(0, 30, COLS, dtype="f4")[None, :]
-    data = np.sin(y) * np.cos(x) * 100  # smooth field + noise: compresses like real data
-    data += rng.standard_normal((rows, COLS), dtype="f4")
-    return data.astype("f4")
+    return smooth_field(rows, COLS, y_extent=40)
 
 
 # ------------------------------------------------------------------------------------- servers (children)

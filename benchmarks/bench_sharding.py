@@ -37,7 +37,7 @@ import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Table, race, scratch  # noqa: E402
+from _common import Table, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
 
@@ -49,12 +49,7 @@ ZSTD0 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 
 def make_data(gib: float) -> np.ndarray:
     side = max(2048, int((gib * 2**30 / 4) ** 0.5) // 2048 * 2048)
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 20, side, dtype="f4")[:, None]
-    x = np.linspace(0, 30, side, dtype="f4")[None, :]
-    data = np.sin(y) * np.cos(x) * 100  # smooth field + noise: compresses like real data
-    data += rng.standard_normal((side, side), dtype="f4")
-    return data.astype("f4")
+    return smooth_field(side, side)
 
 
 def layout(side: int) -> tuple[int, int]:

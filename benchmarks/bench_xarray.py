@@ -42,7 +42,7 @@ import pandas as pd
 import xarray as xr
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import REPEAT, Table, race, scratch  # noqa: E402
+from _common import REPEAT, Table, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
 from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
@@ -176,10 +176,7 @@ YSTEP, XSEL = 10, slice(1000, 2000)
 
 def build_selection_store() -> Path:
     root = scratch("bench_xarray_isel") / "data.zarr"
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 20, SHAPE[0], dtype="f4")[:, None]
-    x = np.linspace(0, 30, SHAPE[1], dtype="f4")[None, :]
-    data = (np.sin(y) * np.cos(x) * 100 + rng.standard_normal(SHAPE, dtype="f4")).astype("f4")
+    data = smooth_field(*SHAPE)
     ds = xr.Dataset({"v": (("y", "x"), data)}, coords={"y": np.arange(SHAPE[0]), "x": np.arange(SHAPE[1])})
     compressor = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
     zarr_dask.to_zarr_dataset(ds, root, encoding={"v": {"chunks": CHUNKS, "compressors": compressor}})
