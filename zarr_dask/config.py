@@ -145,6 +145,9 @@ KNOBS: dict[str, Knob] = {
              "most inner chunks per shard a metadata document may declare"),
         Knob("max_requests", _positive_int, 64, "integer >= 1",
              "requests to remote stores (fsspec, S3) in flight at once per process, over all threads and arrays"),
+        Knob("s3_direct_put", parse_bool, True, "boolean",
+             "send chunk and shard uploads to S3 (s3fs) as SigV4-signed requests of our own instead of through "
+             "botocore's pipeline (same requests and errors; see zarr_dask/store/s3put.py)"),
         Knob("write_behind", parse_size, 256 << 20, "size",
              "encoded bytes of whole chunks/shards a local dask write to a remote store may still be uploading "
              "while its tasks go on (the write's final task waits for them; 0: upload inside each task)"),

@@ -12,7 +12,7 @@ import pytest
 from dask.base import tokenize
 
 from zarr_dask.errors import StoreError
-from zarr_dask.store import FsspecStore, MemoryStore, Store, open_store
+from zarr_dask.store import FsspecStore, MemoryStore, Store, fsspec_conditional, open_store, s3put
 from zarr_dask.store import fsspec_store as fsspec_store_module
 
 
@@ -49,9 +49,11 @@ def test_batches_are_one_fsspec_call(fsspec_store: FsspecStore, monkeypatch: pyt
     ranges, rm = _Spy(monkeypatch, fs, "cat_ranges"), _Spy(monkeypatch, fs, "rm")
     keys = [f"c/{i}" for i in range(12)]
     if fs.async_impl:  # one concurrent batch of puts on fsspec's loop (an error names its own key)
-        puts, batches = _Spy(monkeypatch, fs, "_pipe_file"), _Spy(monkeypatch, fsspec_store_module, "sync")
+        puts, direct = _Spy(monkeypatch, fs, "_pipe_file"), s3put.stats()["direct"]
+        batches = _Spy(monkeypatch, fsspec_store_module, "sync"), _Spy(monkeypatch, fsspec_conditional, "sync")
         fsspec_store.set_many({key: key.encode() for key in keys})
-        assert len(puts.calls) == 12 and len(batches.calls) == 1 and not pipe.calls
+        sent = len(puts.calls) + s3put.stats()["direct"] - direct  # S3: direct PutObject requests (s3put)
+        assert sent == 12 and sum(len(b.calls) for b in batches) == 1 and not pipe.calls
     else:
         fsspec_store.set_many({key: key.encode() for key in keys})
         assert len(pipe.calls) == 1

@@ -22,7 +22,7 @@ from typing import Any
 from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
-from zarr_dask.store import requests
+from zarr_dask.store import requests, s3put
 from zarr_dask.store.base import Buffer
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
@@ -92,6 +92,26 @@ class S3ConditionalStore(FsspecStore):
         written = sum(len(value) for _, _, value, _ in plans if value is not None)
         self.counters.add(set=len(plans) - deletes, delete=deletes, bytes_written=written)
         return done
+
+    def _send_puts(self, data: dict[str, bytes]) -> list[Any]:
+        """Plain puts: direct ``PutObject`` requests where :mod:`zarr_dask.store.s3put` can send them (bodies
+        hashed here, in the calling thread), s3fs's ``_pipe_file`` for the rest and for any it hands back."""
+        direct = s3put.direct_put(self.fs)
+        if direct is None:
+            return super()._send_puts(data)
+        prepared = [(path, value, direct.prepare(path, value)) for path, value in data.items()]
+        buckets = {self.fs.split_path(path)[0] for path in data}
+
+        async def one(path: str, value: bytes, item: s3put.Prepared | None, credentials: dict[str, Any]) -> None:
+            if item is None or not await direct.put(item, credentials[self.fs.split_path(path)[0]]):
+                await self.fs._pipe_file(path, value)
+
+        async def batch(n: int) -> list[Any]:
+            credentials = {bucket: await direct.credentials(bucket) for bucket in buckets}
+            return await requests.gather([one(path, value, item, credentials) for path, value, item in prepared], n)
+
+        with requests.slots(len(data)) as n:
+            return list(sync(self.fs.loop, batch, n))
 
     def _gather_sync(self, coros: list[Any]) -> list[Any]:
         """Run the request coroutines on fsspec's loop, as many at once as the process's request budget allows."""

@@ -260,9 +260,7 @@ class FsspecStore(Store):
             return
         if self.fs.async_impl:  # concurrent puts; an error names the key it happened to
             keys = dict(zip(data, items, strict=True))
-            with requests.slots(len(data)) as n:
-                coros = [self.fs._pipe_file(path, value) for path, value in data.items()]
-                results = sync(self.fs.loop, requests.gather, coros, n)
+            results = self._send_puts(data)
             failed = [(path, r) for path, r in zip(data, results, strict=True) if isinstance(r, BaseException)]
             if failed:
                 path, exc = failed[0]
@@ -273,6 +271,13 @@ class FsspecStore(Store):
             except Exception as exc:
                 raise self._error("write", next(iter(items)), exc) from exc
         self.counters.add(set=len(data), bytes_written=sum(map(len, data.values())))
+
+    def _send_puts(self, data: dict[str, bytes]) -> list[Any]:
+        """Concurrent ``_pipe_file`` of every path on an async filesystem: results in order, an exception in
+        place of the result of a put that failed."""
+        with requests.slots(len(data)) as n:
+            coros = [self.fs._pipe_file(path, value) for path, value in data.items()]
+            return list(sync(self.fs.loop, requests.gather, coros, n))
 
     def set_if_not_exists(self, key: str, value: Buffer) -> bool:
         """Best effort: ``exists`` check, then a ``mode="create"`` write (atomic on S3, see the class notes)."""

@@ -1,0 +1,209 @@
+"""Direct ``PutObject`` (zarr_dask.store.s3put): botocore's signature exactly, moto round trips, and every
+request that is not a clean ``200`` handed to s3fs (retries first for throttling and server errors)."""
+
+from __future__ import annotations
+
+import base64
+import calendar
+import hashlib
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+
+import zarr_dask
+from zarr_dask.errors import StoreError
+from zarr_dask.store import open_store, s3put
+
+botocore_auth = pytest.importorskip("botocore.auth")
+pytest.importorskip("s3fs")
+from botocore.awsrequest import AWSRequest  # noqa: E402
+from botocore.credentials import Credentials  # noqa: E402
+
+
+def _botocore_headers(url: str, body: bytes, *, token: str | None, unsigned: bool) -> dict[str, str]:
+    """What botocore's own S3 signer sends for this PUT (the oracle)."""
+    checksum = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+    request = AWSRequest(method="PUT", url=url, data=body, headers={"x-amz-checksum-crc32": checksum})
+    if unsigned:  # what botocore's PutObject context says on https with a checksum header
+        request.context["has_streaming_input"] = True
+        request.context["checksum"] = {"request_algorithm": {"in": "header", "name": "x-amz-checksum-crc32"}}
+    botocore_auth.S3SigV4Auth(Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", token), "s3", "eu-west-3").add_auth(request)
+    return dict(request.headers.items())
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "unsigned"),
+    [
+        ("http://127.0.0.1:9000/bucket/root.zarr/c/0/1", None, False),
+        ("https://bucket.s3.eu-west-3.amazonaws.com/root.zarr/zarr.json", "SESSION/TOKEN+=", True),
+        ("https://s3.eu-west-3.amazonaws.com:443/bucket/a%20b%2Bc%25/~x/c/0", None, False),
+        ("http://minio.local/bucket/deep/er/key", "t", False),
+    ],
+)
+def test_signature_is_botocores(url: str, token: str | None, unsigned: bool) -> None:
+    body = b"\x00chunk bytes\xff" * 100
+    want = _botocore_headers(url, body, token=token, unsigned=unsigned)
+    now = calendar.timegm(time.strptime(want["X-Amz-Date"], "%Y%m%dT%H%M%SZ"))
+    payload = "UNSIGNED-PAYLOAD" if unsigned else hashlib.sha256(body).hexdigest()
+    assert want["X-Amz-Content-SHA256"] == payload
+    got = s3put.sign_put(url, {"x-amz-checksum-crc32": want["x-amz-checksum-crc32"]}, payload,
+                         access_key="AKIDEXAMPLE", secret_key="wJalrXUtnFEMI/K7MDENG", token=token,
+                         region="eu-west-3", now=now)  # fmt: skip
+    assert got["Authorization"] == want["Authorization"]
+    assert got.get("x-amz-security-token") == want.get("X-Amz-Security-Token")
+
+
+# --------------------------------------------------------------------------------------------- moto
+@pytest.mark.s3
+def test_array_writes_go_direct_and_read_back(s3_bucket_url: str, s3_storage_options: dict[str, Any]) -> None:
+    x = np.random.default_rng(3).random((300, 200)).astype("f4")
+    url = s3_bucket_url.replace("root.zarr", "a b+c%/root.zarr")  # keys that need percent-encoding
+    before = s3put.stats()
+    zarr_dask.to_zarr(x, url, storage_options=s3_storage_options, chunks=(100, 50))
+    after = s3put.stats()
+    assert after["direct"] - before["direct"] >= 12  # every chunk (the metadata may go either way)
+    assert after["handed_to_s3fs"] == before["handed_to_s3fs"]
+    np.testing.assert_array_equal(zarr_dask.open_array(url, storage_options=s3_storage_options)[:], x)
+    # the same bytes s3fs itself reads, under the same keys
+    store = open_store(url, storage_options=s3_storage_options)
+    assert sorted(store.list_prefix("c")) == [f"c/{i}/{j}" for i in range(3) for j in range(4)]
+
+
+@pytest.mark.s3
+def test_the_knob_turns_it_off(s3_bucket_url: str, s3_storage_options: dict[str, Any]) -> None:
+    store = open_store(s3_bucket_url, storage_options=s3_storage_options)
+    before = s3put.stats()
+    with dask.config.set({"zarr_dask.s3-direct-put": False}):
+        store.set_many({"a": b"1", "b": b"2"})
+    assert s3put.stats() == before
+    store.set_many({"a": b"3", "b": b"4"})
+    assert s3put.stats()["direct"] == before["direct"] + 2
+    assert store.get_many(["a", "b"]) == {"a": b"3", "b": b"4"}
+
+
+@pytest.mark.s3
+def test_a_refused_request_is_sent_by_s3fs(s3_server: str, s3_storage_options: dict[str, Any]) -> None:
+    store = open_store("s3://no-such-bucket-zd-direct/x.zarr", storage_options=s3_storage_options)
+    before = s3put.stats()
+    with pytest.raises(StoreError, match="cannot write key 'k'.*bucket does not exist"):
+        store.set_many({"k": b"1"})
+    assert s3put.stats()["handed_to_s3fs"] == before["handed_to_s3fs"] + 1
+    assert s3put.direct_put(store.fs).prepare("no-such-bucket-zd-direct/x.zarr/k", b"1") is None  # not tried again
+
+
+@pytest.mark.s3
+def test_unsupported_filesystems_keep_s3fs(s3_server: str, s3_storage_options: dict[str, Any]) -> None:
+    import s3fs
+
+    options = {k: v for k, v in s3_storage_options.items() if k != "use_listings_cache"}
+    sse = s3fs.S3FileSystem(**options, s3_additional_kwargs={"ServerSideEncryption": "AES256"}, skip_instance_cache=True)
+    assert s3put.direct_put(sse) is None
+    anon = s3fs.S3FileSystem(anon=True, client_kwargs=options["client_kwargs"], skip_instance_cache=True)
+    assert s3put.direct_put(anon) is None
+    assert s3put.direct_put(s3fs.S3FileSystem(**options, skip_instance_cache=True)) is not None
+
+
+# ----------------------------------------------------------------------------- a scripted S3 server
+class _Scripted:
+    """An HTTP server answering PUTs with the next status of a script (then 200), recording each request."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = list(statuses)
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_PUT(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests.append((self.path, dict(self.headers.items()), body))
+                status = outer.statuses.pop(0) if outer.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    import s3fs
+    from fsspec.asyn import sync
+
+    servers: list[_Scripted] = []
+    monkeypatch.setattr(s3put.asyncio, "sleep", _no_sleep)
+
+    def make(statuses: list[int]) -> tuple[_Scripted, Any]:
+        server = _Scripted(statuses)
+        servers.append(server)
+        fs = s3fs.S3FileSystem(key="k", secret="s", client_kwargs={"endpoint_url": server.url, "region_name": "us-east-1"},
+                               skip_instance_cache=True)  # fmt: skip
+        direct = s3put.direct_put(fs)
+        assert direct is not None
+
+        def put(path: str, body: bytes) -> bool:
+            item = direct.prepare(path, body)
+            assert item is not None
+            return bool(sync(fs.loop, _put, direct, item))
+
+        return server, put
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+async def _put(direct: s3put.DirectPut, item: s3put.Prepared) -> bool:
+    return await direct.put(item, await direct.credentials(item.path.split("/")[0]))
+
+
+def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:
+    server, put = scripted([503, 500])
+    before = s3put.stats()
+    assert put("bkt/root/c/0", b"abc") is True
+    assert len(server.requests) == 3 and s3put.stats()["retried"] == before["retried"] + 2
+    path, headers, body = server.requests[-1]
+    assert path == "/bkt/root/c/0" and body == b"abc"
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(b"abc").hexdigest()  # http: the payload is signed
+    assert headers["x-amz-checksum-crc32"] == base64.b64encode(zlib.crc32(b"abc").to_bytes(4, "big")).decode()
+    assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/")
+
+
+def test_exhausted_retries_hand_the_request_to_s3fs(scripted: Any) -> None:
+    server, put = scripted([503] * s3put.ATTEMPTS)
+    before = s3put.stats()
+    assert put("bkt/k", b"x") is False
+    assert len(server.requests) == s3put.ATTEMPTS
+    assert s3put.stats()["handed_to_s3fs"] == before["handed_to_s3fs"] + 1
+
+
+@pytest.mark.parametrize("status", [301, 400, 403, 404, 412])
+def test_other_answers_are_not_retried_and_stop_the_bucket(scripted: Any, status: int) -> None:
+    server, put = scripted([status])
+    assert put("bkt/k", b"x") is False
+    assert len(server.requests) == 1
+    with pytest.raises(AssertionError):
+        put("bkt/k2", b"y")  # prepare() now says "through s3fs" for this bucket
+    assert put("other-bucket/k", b"z") is True
