@@ -250,9 +250,11 @@ def write_node(
     *,
     overwrite: bool = False,
     extra_keys: Sequence[str] = (),
+    known_absent: bool = False,
 ) -> dict[str, bytes]:
     """Create a node: refuse a name the format reserves (:func:`~zarr_dask.spec.paths.validate_node_path`) and an
-    existing node unless ``overwrite``; then parents, then the node's documents.
+    existing node unless ``overwrite``; then parents, then the node's documents. ``known_absent``: the caller
+    has just read the path and found no node (one round trip less on a remote store).
 
     Returns the ancestors' documents as read before the write, with ``extra_keys`` (read in the same batch):
     what a caller needs to refresh consolidated metadata without another round trip."""
@@ -267,7 +269,7 @@ def write_node(
         validate_node_path(path, zarr_format)  # the names every creation is checked against
     except ZarrDaskError as e:
         raise e.with_context(store=store.url, path=path) from None
-    existing = read_node(store, path)
+    existing = None if known_absent else read_node(store, path)
     if existing is not None:
         if not overwrite:
             raise existing_node_error(store, path, existing)

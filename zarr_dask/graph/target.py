@@ -244,7 +244,8 @@ def _existing(store: Store, path: str) -> ArrayMetadata:
 def create_metadata(target: Target) -> None:
     """Write a new array's metadata, once, before any data (idempotent: same bytes again are a no-op)."""
     h = target.handle
-    nodes.write_node(h.store, h.path, h.metadata, overwrite=target.action == "overwrite")
+    nodes.write_node(h.store, h.path, h.metadata, overwrite=target.action == "overwrite",
+                     known_absent=target.action == "create")  # resolve_target read it just before  # fmt: skip
 
 
 def metadata_request_count(path: str, documents: Mapping[str, bytes]) -> int:
