@@ -100,6 +100,71 @@ def test_a_thread_holding_slots_is_not_made_to_wait_again():
     assert requests.in_flight() == 0
 
 
+def _gauge() -> tuple[dict[str, int], Any]:
+    seen = {"now": 0, "peak": 0, "budget_peak": 0}
+
+    async def request(i: int) -> int:
+        seen["now"] += 1
+        seen["peak"] = max(seen["peak"], seen["now"])
+        seen["budget_peak"] = max(seen["budget_peak"], requests.in_flight())
+        await asyncio.sleep(0.002)
+        seen["now"] -= 1
+        if i == 5:
+            raise ValueError("request 5 failed")
+        return i
+
+    return seen, request
+
+
+def test_a_narrow_batch_widens_while_the_budget_has_room():
+    """A batch that got two slots (the budget was nearly used) runs more at once as slots are free, never more
+    than the budget, and gives back every slot it borrowed; errors come back in place."""
+    seen, request = _gauge()
+    with dask.config.set({"zarr_dask.max-requests": 8}), requests.slots(2) as n:
+        results = asyncio.run(requests.gather([request(i) for i in range(40)], n))
+        assert requests.in_flight() == 2
+    assert results[:5] == [0, 1, 2, 3, 4] and isinstance(results[5], ValueError) and results[39] == 39
+    assert seen["peak"] == 8 and seen["budget_peak"] == 8
+    assert requests.in_flight() == 0
+    seen, request = _gauge()
+    held, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        with requests.slots(2):  # the rest of the budget, held while the batch runs
+            held.set()
+            done.wait(10)
+
+    with dask.config.set({"zarr_dask.max-requests": 4}), requests.slots(2) as n:
+        other = threading.Thread(target=other_thread)
+        other.start()
+        held.wait(10)
+        try:
+            results = asyncio.run(requests.gather([request(i) for i in range(10)], n))
+        finally:
+            done.set()
+            other.join()
+    assert seen["peak"] == 2 and len(results) == 10  # nothing free to borrow: the batch's own two slots
+    assert requests.in_flight() == 0
+
+
+def test_a_cancelled_batch_gives_back_what_it_borrowed():
+    async def slow() -> None:
+        await asyncio.sleep(10)
+
+    async def main(n: int) -> None:
+        task = asyncio.ensure_future(requests.gather([slow() for _ in range(20)], n))
+        await asyncio.sleep(0.01)
+        assert requests.in_flight() == 8
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with dask.config.set({"zarr_dask.max-requests": 8}), requests.slots(1) as n:
+        asyncio.run(main(n))
+        assert requests.in_flight() == 1
+    assert requests.in_flight() == 0
+
+
 @pytest.mark.parametrize("sharded", [False, True])
 def test_whole_array_reads_keep_many_requests_in_flight(url, sharded):
     data = np.arange(128 * 128, dtype="f8").reshape(128, 128)

@@ -69,12 +69,61 @@ def in_flight() -> int:
 
 
 async def gather(coros: Sequence[Coroutine[Any, Any, Any]], concurrency: int) -> list[Any]:
-    """Await ``coros`` with at most ``concurrency`` running at once; results in order, an exception in place of
-    the result of a coroutine that raised (for the caller to attribute to its key)."""
-    limit = asyncio.Semaphore(max(1, concurrency))
+    """Await ``coros`` with ``concurrency`` of them running at once (the slots the caller holds), and more while
+    the process's budget has free slots: results in order, an exception in place of the result of a coroutine
+    that raised (for the caller to attribute to its key).
 
-    async def bounded(coro: Coroutine[Any, Any, Any]) -> Any:
-        async with limit:
-            return await coro
+    A batch that began when the budget was nearly used up (two slots, say) does not stay that narrow: each
+    time one of its requests ends it starts as many more as the caller's slots and the free part of the budget
+    allow, taking a free slot for each extra request and giving it back when that request ends. The budget
+    is never exceeded, and a slot is only ever taken without waiting, so no batch waits on another."""
+    results: list[Any] = [None] * len(coros)
+    queue = list(enumerate(coros))[::-1]
+    running: dict[asyncio.Future[Any], tuple[int, bool]] = {}  # task -> (index, on a borrowed slot)
+    own = max(1, concurrency)
+    try:
+        while queue or running:
+            while queue:
+                borrowed = sum(1 for _, b in running.values() if not b) >= own
+                if borrowed and not _borrow():
+                    break
+                index, coro = queue.pop()
+                running[asyncio.ensure_future(_outcome(coro))] = (index, borrowed)
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                index, borrowed = running.pop(task)
+                if borrowed:
+                    _give_back()
+                results[index] = task.result()
+    finally:
+        for task, (_, borrowed) in running.items():  # cancelled: stop the rest, return what they borrowed
+            task.cancel()
+            if borrowed:
+                _give_back()
+        for _, coro in queue:
+            coro.close()
+    return results
 
-    return list(await asyncio.gather(*(bounded(c) for c in coros), return_exceptions=True))
+
+async def _outcome(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except Exception as exc:
+        return exc
+
+
+def _borrow() -> bool:
+    """Take one free slot of the budget if there is one (never waits)."""
+    global _used
+    with _cond:
+        if _used < int(config.get("max_requests")):
+            _used += 1
+            return True
+        return False
+
+
+def _give_back() -> None:
+    global _used
+    with _cond:
+        _used -= 1
+        _cond.notify_all()
