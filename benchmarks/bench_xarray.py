@@ -147,7 +147,7 @@ def bench_open(table: Table) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for label, contenders in open_contenders(urls).items():
         reqs = {name: requests_of(f) for name, f in contenders.items()}
-        times = race({**contenders, **overhead}, repeat=REPEAT)
+        times = race(contenders, repeat=REPEAT)
         for name, t in times.items():
             table.add(f"open ({label})", name, t, f"{reqs[name]} requests")
         bare = statistics.median(times["bare concurrent reader"])
