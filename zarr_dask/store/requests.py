@@ -3,7 +3,8 @@
 Every batched call of a remote store (``FsspecStore`` reads, writes and deletes, S3 conditional batches) takes
 *slots* from this budget for the requests it sends at once, and gives them back when it returns. A call that
 finds the budget partly used takes what is left (at least one slot), sending its requests in that many
-concurrent streams; a call that finds it exhausted waits. So however many threads, dask tasks and arrays of a
+concurrent streams, and more as other calls free slots (:func:`gather` borrows them one request at a time);
+a call that finds it exhausted waits. So however many threads, dask tasks and arrays of a
 process read and write at the same time, at most ``max_requests`` requests are in flight, and a cluster of
 N worker processes sends at most N times that to a bucket.
 
