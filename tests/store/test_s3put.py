@@ -207,3 +207,47 @@ def test_other_answers_are_not_retried_and_stop_the_bucket(scripted: Any, status
     with pytest.raises(AssertionError):
         put("bkt/k2", b"y")  # prepare() now says "through s3fs" for this bucket
     assert put("other-bucket/k", b"z") is True
+
+
+# ------------------------------------------------------------------------ a server that checks signatures
+@pytest.fixture
+def signed_moto(s3_server: str, s3_storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The session's moto server checking every request's SigV4 signature (as S3 does) for this test, and
+    storage_options with an IAM user's keys allowed every S3 action on a fresh bucket."""
+    import json
+    import uuid
+
+    import s3fs
+    from moto import settings
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.iam.models import iam_backends
+
+    bucket = f"zd-signed-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(**s3_storage_options, skip_instance_cache=True).call_s3("create_bucket", Bucket=bucket)
+    iam = iam_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    user = f"zd-writer-{uuid.uuid4().hex[:8]}"
+    iam.create_user(region_name="us-east-1", user_name=user)
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    iam.put_user_policy(user, "all-s3", json.dumps(policy))
+    key = iam.create_access_key(user)
+    options = {**s3_storage_options, "key": key.access_key_id, "secret": key.secret_access_key}
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    monkeypatch.setattr(ActionAuthenticatorMixin, "request_count", 0)
+    yield {"url": f"s3://{bucket}/root.zarr", "options": options}
+
+
+@pytest.mark.s3
+def test_a_server_that_checks_signatures_accepts_ours(signed_moto: dict[str, Any]) -> None:
+    url, options = signed_moto["url"].replace("root.zarr", "a b+c%~=/root.zarr"), signed_moto["options"]
+    before = s3put.stats()
+    x = np.arange(60 * 40, dtype="i4").reshape(60, 40)
+    zarr_dask.to_zarr(x, url, storage_options=options, chunks=(20, 20))
+    after = s3put.stats()
+    assert after["direct"] - before["direct"] >= 6 and after["handed_to_s3fs"] == before["handed_to_s3fs"]
+    np.testing.assert_array_equal(zarr_dask.open_array(url, storage_options=options)[:], x)
+    wrong = {**options, "secret": "not-the-secret"}
+    store = open_store(url.replace("root.zarr", "other.zarr"), storage_options=wrong)
+    with pytest.raises(StoreError, match="cannot write key 'k'"):
+        store.set_many({"k": b"1"})  # refused (403): s3fs sends it again, and botocore's error is raised
+    assert s3put.stats()["handed_to_s3fs"] == after["handed_to_s3fs"] + 1
