@@ -251,3 +251,21 @@ def test_a_server_that_checks_signatures_accepts_ours(signed_moto: dict[str, Any
     with pytest.raises(StoreError, match="cannot write key 'k'"):
         store.set_many({"k": b"1"})  # refused (403): s3fs sends it again, and botocore's error is raised
     assert s3put.stats()["handed_to_s3fs"] == after["handed_to_s3fs"] + 1
+
+
+def test_closing_a_session_never_blocks_its_loop(scripted: Any) -> None:
+    """A filesystem's finalizer may run on fsspec's loop thread (the collector runs anywhere): closing the
+    session from there schedules the close and returns, instead of waiting on the loop it is blocking."""
+    from fsspec.asyn import get_loop, sync
+
+    server, put = scripted([])
+    assert put("bkt/k", b"x") is True
+    direct = list(s3put._SESSIONS)[-1]  # the session this put made (the newest)
+
+    async def close_here() -> float:
+        t0 = time.perf_counter()
+        s3put._close(direct, wait=True)
+        return time.perf_counter() - t0
+
+    assert sync(get_loop(), close_here) < 0.5
+    assert direct not in s3put._SESSIONS

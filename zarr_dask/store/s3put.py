@@ -222,7 +222,7 @@ class DirectPut:
             headers = sign_put(url, extra, item.payload_hash, access_key=credentials.access_key,
                                secret_key=credentials.secret_key, token=credentials.token, region=target.region)  # fmt: skip
             try:
-                async with session.put(_encoded(url), data=item.body, headers=headers) as response:
+                async with session.put(_encoded(url), data=item.body, headers=headers, allow_redirects=False) as response:
                     await response.read()
                     status = response.status
             except ssl.SSLError as exc:  # a certificate botocore would trust differently (e.g. a profile's)
@@ -302,7 +302,9 @@ class DirectPut:
 _SESSIONS: dict[int, tuple[Any, asyncio.AbstractEventLoop]] = {}
 
 
-def _close(ident: int) -> None:
+def _close(ident: int, wait: bool = False) -> None:
+    """Close a session on its loop. Never blocks a finalizer (the garbage collector may run it on any thread,
+    the loop's own included); at exit, waits a moment for the close."""
     entry = _SESSIONS.pop(ident, None)
     if entry is None:
         return
@@ -310,14 +312,22 @@ def _close(ident: int) -> None:
     if session.closed or loop.is_closed() or not loop.is_running():
         return
     future = asyncio.run_coroutine_threadsafe(session.close(), loop)
-    with contextlib.suppress(Exception):  # shutting down: nothing more to do
-        future.result(timeout=2)
+    if wait and not _on_loop(loop):
+        with contextlib.suppress(Exception):  # shutting down: nothing more to do
+            future.result(timeout=2)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 @atexit.register
 def _close_all() -> None:
     for ident in list(_SESSIONS):
-        _close(ident)
+        _close(ident, wait=True)
 
 
 def _encoded(url: str) -> Any:
