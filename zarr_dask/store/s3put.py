@@ -113,7 +113,8 @@ def sign_put(
     now: float | None = None,
 ) -> dict[str, str]:
     """The headers of a SigV4-signed ``PUT`` of ``url`` (already percent-encoded, as sent): ``headers`` plus
-    ``Host``, ``X-Amz-Date``, ``X-Amz-Content-SHA256``, ``X-Amz-Security-Token`` and ``Authorization``.
+    ``Host``, ``x-amz-date``, ``x-amz-content-sha256``, ``x-amz-security-token`` (with a ``token``) and
+    ``Authorization``. ``now``: the signing time in seconds since the epoch (default: the clock).
 
     Every header given is signed (give only ``x-amz-*`` and the like, never hop-by-hop headers).
     """
@@ -179,7 +180,7 @@ class DirectPut:
     """Direct ``PutObject`` requests for one s3fs filesystem (see the module notes). Use :func:`direct_put`.
 
     ``https``, ``checksum`` and ``sign_payload`` (None: botocore's rule) settle the hashes of each body;
-    ``ssl`` is the TLS context of ``https`` endpoints.
+    ``ssl_context`` is the TLS context of ``https`` endpoints.
     """
 
     def __init__(self, fs: Any, *, https: bool, checksum: bool = True, sign_payload: bool | None = None,
