@@ -114,7 +114,7 @@ def test_unsupported_filesystems_keep_s3fs(s3_server: str, s3_storage_options: d
 class _Scripted:
     """An HTTP server answering PUTs with the next status of a script (then 200), recording each request."""
 
-    def __init__(self, statuses: list[int]) -> None:
+    def __init__(self, statuses: list[int | tuple[int, str]]) -> None:
         self.statuses = list(statuses)
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
         outer = self
@@ -128,10 +128,13 @@ class _Scripted:
             def do_PUT(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.requests.append((self.path, dict(self.headers.items()), body))
-                status = outer.statuses.pop(0) if outer.statuses else 200
+                answer = outer.statuses.pop(0) if outer.statuses else 200
+                status, code = answer if isinstance(answer, tuple) else (answer, "")
+                error = f"<?xml version='1.0'?><Error><Code>{code}</Code></Error>".encode() if code else b""
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(error)))
                 self.end_headers()
+                self.wfile.write(error)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -151,7 +154,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     servers: list[_Scripted] = []
     monkeypatch.setattr(s3put.asyncio, "sleep", _no_sleep)
 
-    def make(statuses: list[int]) -> tuple[_Scripted, Any]:
+    def make(statuses: list[int | tuple[int, str]]) -> tuple[_Scripted, Any]:
         server = _Scripted(statuses)
         servers.append(server)
         fs = s3fs.S3FileSystem(key="k", secret="s", client_kwargs={"endpoint_url": server.url, "region_name": "us-east-1"},
@@ -189,6 +192,19 @@ def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:
     assert headers["x-amz-content-sha256"] == hashlib.sha256(b"abc").hexdigest()  # http: the payload is signed
     assert headers["x-amz-checksum-crc32"] == base64.b64encode(zlib.crc32(b"abc").to_bytes(4, "big")).decode()
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/")
+
+
+def test_error_codes_botocore_retries_are_retried(scripted: Any) -> None:
+    server, put = scripted([(400, "RequestTimeout"), (503, "SlowDown")])
+    assert put("bkt/k", b"x") is True
+    assert len(server.requests) == 3
+
+
+def test_expired_credentials_hand_one_request_to_s3fs_and_keep_the_bucket(scripted: Any) -> None:
+    server, put = scripted([(400, "ExpiredToken")])
+    assert put("bkt/k", b"x") is False  # s3fs sends it (botocore refreshes the credentials)
+    assert put("bkt/k2", b"y") is True  # the next batch goes direct again, with fresh credentials
+    assert len(server.requests) == 2
 
 
 def test_exhausted_retries_hand_the_request_to_s3fs(scripted: Any) -> None:

@@ -17,10 +17,11 @@ is what limits a write of many small chunks (``benchmarks/bench_remote.py``, ``d
   is ``"when_required"``, and the payload is SHA-256-signed unless the endpoint is ``https`` and carries that
   checksum (then ``UNSIGNED-PAYLOAD``); an explicit ``payload_signing_enabled`` wins.
 
-**The fast path only ever says "stored".** A ``200`` is success. Throttling, ``5xx`` and connection errors
-are retried a few times with backoff. Anything else (a redirect to another region, a denied request, a
-missing bucket, retries exhausted) sends that value through s3fs as before, so every error a user sees is
-botocore's own; a bucket whose direct request was refused is not tried directly again by that filesystem.
+**The fast path only ever says "stored".** A ``200`` is success. Throttling, ``5xx``, a ``RequestTimeout``
+and connection errors are retried a few times with backoff. Anything else (a redirect to another region, a
+denied request, a missing bucket, expired credentials, retries exhausted) sends that value through s3fs as
+before, so every error a user sees is botocore's own; a bucket whose direct request was refused is not tried
+directly again by that filesystem (expired credentials excepted: the next batch takes the refreshed ones).
 Retrying a plain ``PutObject`` of the same bytes is what botocore does too.
 
 Only filesystems whose requests this module can reproduce exactly take the fast path (:func:`direct_put`):
@@ -74,6 +75,10 @@ MAX_DIRECT_BYTES = 50 << 20
 #: Attempts of one request before it is handed to s3fs (whose botocore retries again).
 ATTEMPTS = 4
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: S3 error codes retried whatever their status (as botocore does): a body that arrived too slowly, throttling.
+_RETRY_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "SlowDown", "Throttling", "ThrottlingException"})
+#: Credentials that expired during a batch: s3fs sends the value (botocore refreshes), the bucket stays direct.
+_EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired"})
 _PROBE_KEY = "zarr-dask-probe-key"
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
@@ -222,21 +227,26 @@ class DirectPut:
         for attempt in range(ATTEMPTS):
             headers = sign_put(url, extra, item.payload_hash, access_key=credentials.access_key,
                                secret_key=credentials.secret_key, token=credentials.token, region=target.region)  # fmt: skip
+            code = ""
             try:
                 async with session.put(_encoded(url), data=item.body, headers=headers, allow_redirects=False) as response:
-                    await response.read()
+                    body = await response.read()
                     status = response.status
             except ssl.SSLError as exc:  # a certificate botocore would trust differently (e.g. a profile's)
                 status, reason = -1, f"{type(exc).__name__}: {exc}"
             except (OSError, TimeoutError) as exc:  # connection errors (aiohttp's are OSErrors)
                 status, reason = 0, f"{type(exc).__name__}: {exc}"
             else:
-                reason = f"HTTP {status}"
+                code = _error_code(body) if status != 200 else ""
+                reason = f"HTTP {status} {code}".strip()
             if status == 200:
                 _count("direct")
                 self.fs.invalidate_cache(item.path)
                 return True
-            if status and status not in _RETRY_STATUS:
+            if code in _EXPIRED_CODES:  # s3fs refreshes the credentials; the next batch freezes fresh ones
+                log.debug("direct PutObject of %s: %s, s3fs sends it", item.path, reason)
+                break
+            if status and status not in _RETRY_STATUS and code not in _RETRY_CODES:
                 self._targets[bucket] = None  # refused: this bucket goes through s3fs from now on
                 log.debug("direct PutObject of %s refused (%s): s3fs sends it and the rest of %s", item.path, reason, bucket)
                 break
@@ -329,6 +339,13 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def _close_all() -> None:
     for ident in list(_SESSIONS):
         _close(ident, wait=True)
+
+
+def _error_code(body: bytes) -> str:
+    """The ``<Code>`` of an S3 error document ("" if there is none)."""
+    start = body.find(b"<Code>")
+    end = body.find(b"</Code>", start)
+    return body[start + 6 : end].decode("utf-8", "replace").strip() if start >= 0 and end > start else ""
 
 
 def _encoded(url: str) -> Any:
