@@ -129,6 +129,9 @@ class _Scripted:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.requests.append((self.path, dict(self.headers.items()), body))
                 answer = outer.statuses.pop(0) if outer.statuses else 200
+                if answer == 0:  # hang up without an answer (a closed keep-alive connection)
+                    self.close_connection = True
+                    return
                 status, code = answer if isinstance(answer, tuple) else (answer, "")
                 error = f"<?xml version='1.0'?><Error><Code>{code}</Code></Error>".encode() if code else b""
                 self.send_response(status)
@@ -192,6 +195,12 @@ def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:
     assert headers["x-amz-content-sha256"] == hashlib.sha256(b"abc").hexdigest()  # http: the payload is signed
     assert headers["x-amz-checksum-crc32"] == base64.b64encode(zlib.crc32(b"abc").to_bytes(4, "big")).decode()
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/")
+
+
+def test_a_dropped_connection_is_retried(scripted: Any) -> None:
+    server, put = scripted([0, 0])  # aiohttp: ServerDisconnectedError, which is not an OSError
+    assert put("bkt/k", b"x") is True
+    assert len(server.requests) == 3
 
 
 def test_error_codes_botocore_retries_are_retried(scripted: Any) -> None:
@@ -285,3 +294,25 @@ def test_closing_a_session_never_blocks_its_loop(scripted: Any) -> None:
 
     assert sync(get_loop(), close_here) < 0.5
     assert direct not in s3put._SESSIONS
+
+
+@pytest.mark.s3
+def test_a_bucket_is_discovered_once(s3_bucket_url: str, s3_storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3fs
+
+    from zarr_dask.store import FsspecStore
+
+    calls: list[str] = []
+    real = s3put.DirectPut._discover
+
+    async def counting(self: s3put.DirectPut, bucket: str) -> Any:
+        calls.append(bucket)
+        return await real(self, bucket)
+
+    monkeypatch.setattr(s3put.DirectPut, "_discover", counting)
+    options = {k: v for k, v in s3_storage_options.items() if k != "use_listings_cache"}
+    store = FsspecStore(s3fs.S3FileSystem(**options, skip_instance_cache=True), s3_bucket_url.removeprefix("s3://"))
+    before = s3put.stats()["direct"]
+    store.set_many({f"c/{i}": b"v" for i in range(40)})  # 40 requests at once, one discovery
+    store.set_many({"d": b"w"})
+    assert len(calls) == 1 and s3put.stats()["direct"] == before + 41

@@ -197,6 +197,7 @@ class DirectPut:
         self._ssl = ssl_context
         self._timeouts = (connect_timeout, read_timeout)
         self._targets: dict[str, Target | None] = {}
+        self._discovering: dict[str, asyncio.Future[Target | None]] = {}
         self._session: Any = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -224,6 +225,8 @@ class DirectPut:
         url = target.url(item.key)
         extra = {"x-amz-checksum-crc32": item.checksum} if item.checksum else {}
         session = await self._client_session()
+        import aiohttp  # noqa: PLC0415 - s3fs's dependency, present whenever this runs
+
         for attempt in range(ATTEMPTS):
             headers = sign_put(url, extra, item.payload_hash, access_key=credentials.access_key,
                                secret_key=credentials.secret_key, token=credentials.token, region=target.region)  # fmt: skip
@@ -234,8 +237,11 @@ class DirectPut:
                     status = response.status
             except ssl.SSLError as exc:  # a certificate botocore would trust differently (e.g. a profile's)
                 status, reason = -1, f"{type(exc).__name__}: {exc}"
-            except (OSError, TimeoutError) as exc:  # connection errors (aiohttp's are OSErrors)
+            except (OSError, TimeoutError, aiohttp.ClientError) as exc:  # connection errors, a closed keep-alive
                 status, reason = 0, f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # anything unforeseen: not stored, so s3fs sends it (and the bucket's rest)
+                log.debug("direct PutObject of %s failed", item.path, exc_info=True)
+                status, reason = -1, f"{type(exc).__name__}: {exc}"
             else:
                 code = _error_code(body) if status != 200 else ""
                 reason = f"HTTP {status} {code}".strip()
@@ -271,8 +277,14 @@ class DirectPut:
         return await self.fs.get_s3(bucket)
 
     async def _target(self, bucket: str) -> Target | None:
-        if self._targets.get(bucket, False) is False:
-            self._targets[bucket] = await self._discover(bucket)
+        """The bucket's target, discovered once (the first batch's requests all wait on one discovery)."""
+        if bucket not in self._targets:
+            pending = self._discovering.get(bucket)
+            if pending is None:
+                pending = self._discovering[bucket] = asyncio.ensure_future(self._discover(bucket))
+            target = await asyncio.shield(pending)
+            self._discovering.pop(bucket, None)
+            self._targets.setdefault(bucket, target)
         return self._targets[bucket]
 
     async def _discover(self, bucket: str) -> Target | None:
