@@ -182,7 +182,7 @@ async def _no_sleep(_: float) -> None:
 
 
 async def _put(direct: s3put.DirectPut, item: s3put.Prepared) -> bool:
-    return await direct.put(item, await direct.credentials(item.path.split("/")[0]))
+    return await direct.put(item, await direct.credentials(item.bucket))
 
 
 def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:

@@ -100,10 +100,10 @@ class S3ConditionalStore(FsspecStore):
         if direct is None:
             return super()._send_puts(data)
         prepared = [(path, value, direct.prepare(path, value)) for path, value in data.items()]
-        buckets = {self.fs.split_path(path)[0] for path in data}
+        buckets = {item.bucket for _, _, item in prepared if item is not None}
 
         async def one(path: str, value: bytes, item: s3put.Prepared | None, credentials: dict[str, Any]) -> None:
-            if item is None or not await direct.put(item, credentials[self.fs.split_path(path)[0]]):
+            if item is None or not await direct.put(item, credentials[item.bucket]):
                 await self.fs._pipe_file(path, value)
 
         async def batch(n: int) -> list[Any]:

@@ -92,9 +92,9 @@ def stats() -> dict[str, int]:
         return dict(_counts)
 
 
-def _count(name: str, n: int = 1) -> None:
+def _count(name: str) -> None:
     with _counts_lock:
-        _counts[name] += n
+        _counts[name] += 1
 
 
 # ------------------------------------------------------------------------------------------------- SigV4
@@ -117,7 +117,7 @@ def sign_put(
     region: str,
     now: float | None = None,
 ) -> dict[str, str]:
-    """The headers of a SigV4-signed ``PUT`` of ``url`` (already percent-encoded, as sent): ``headers`` plus
+    """The headers of a SigV4-signed ``PUT`` of ``url`` (percent-encoded as sent, no query string): ``headers`` plus
     ``Host``, ``x-amz-date``, ``x-amz-content-sha256``, ``x-amz-security-token`` (with a ``token``) and
     ``Authorization``. ``now``: the signing time in seconds since the epoch (default: the clock).
 
@@ -136,7 +136,7 @@ def sign_put(
     canonical = "\n".join([
         "PUT",
         parts.path or "/",
-        _canonical_query(parts.query),
+        "",  # no query string: object URLs carry none
         "".join(f"{n}:{signed[n]}\n" for n in names),
         ";".join(names),
         payload_hash,
@@ -149,13 +149,6 @@ def sign_put(
         f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(names)}, Signature={signature}"
     )
     return out
-
-
-def _canonical_query(query: str) -> str:
-    if not query:
-        return ""
-    pairs = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in (p.partition("=")[::2] for p in query.split("&")))
-    return "&".join(f"{k}={v}" for k, v in pairs)
 
 
 # ---------------------------------------------------------------------------------------------- requests
@@ -175,6 +168,7 @@ class Prepared:
     """One request's body and hashes (made in the calling thread); signed on the event loop when sent."""
 
     path: str
+    bucket: str
     key: str
     body: bytes
     payload_hash: str
@@ -209,6 +203,7 @@ class DirectPut:
             return None
         return Prepared(
             path,
+            bucket,
             key,
             body,
             hashlib.sha256(body).hexdigest() if self.sign_payload else "UNSIGNED-PAYLOAD",
@@ -218,7 +213,7 @@ class DirectPut:
     # ------------------------------------------------------------------------------ event loop
     async def put(self, item: Prepared, credentials: Any) -> bool:
         """Send one prepared ``PutObject``; True when S3 stored it, False when s3fs should send it instead."""
-        bucket = self.fs.split_path(item.path)[0]
+        bucket = item.bucket
         target = await self._target(bucket)
         if target is None or credentials is None:
             return False
