@@ -127,6 +127,19 @@ def test_tiny_object_declaring_a_huge_chunk_is_refused_before_allocating(url, tm
     assert "'a/c/0'" in msg and "has 19 bytes" in msg and "8589934592 bytes" in msg and "refused before" in msg
 
 
+def test_a_selection_numpy_cannot_hold_is_an_indexing_error():
+    """Found by the fuzz test: an empty axis beside one of 2**63 - 1 makes a size-0 selection whose shape
+    NumPy still refuses ("array is too big"); the error names the shape and what to do instead."""
+    store = zarr_dask.MemoryStore()
+    store.set("a/zarr.json", json.dumps(v3([2**63 - 1, 0], [4, 28530], dtype="int32")).encode())
+    a = zarr_dask.open_array(store, path="a")
+    assert a.size == 0
+    with pytest.raises(errors.IndexingError, match=r"shape \(9223372036854775807, 0\) of int32.*smaller region") as info:
+        a[...]
+    assert info.value.path == "a"
+    assert a[:3].shape == (3, 0)
+
+
 def test_declared_size_plausible_for_real_compression_ratios():
     store = zarr_dask.MemoryStore()
     a = zarr_dask.create_array(store, shape=(2**23,), chunks=(2**23,), dtype="u1", compressors=[{"name": "zstd"}], fill_value=1)

@@ -40,6 +40,7 @@ from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_project
 from zarr_dask.errors import (
     ChunkDecodeError,
     ChunkEncodeError,
+    IndexingError,
     MetadataError,
     UnprotectedWriteWarning,
     WriteConflictError,
@@ -589,7 +590,15 @@ class ChunkIO:
     def read(self, dims: Sequence[DimSelection], *, threads: int | None = None) -> np.ndarray[Any, Any]:
         """Read a normalised selection (full rank, increasing order along each axis)."""
         shape = tuple(d.count for d in dims)
-        out = np.empty(shape, dtype=self.dtype)
+        try:
+            out = np.empty(shape, dtype=self.dtype)
+        except ValueError:  # more bytes than NumPy can address (even with a zero-length axis beside a huge one)
+            raise IndexingError(
+                f"the selection has shape {shape} of {self.dtype}, more than NumPy can hold in one array; select "
+                "a smaller region (or read the array in blocks with from_zarr)",
+                store=self.store.url,
+                path=self.path,
+            ) from None
         if out.size == 0:
             return out
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
