@@ -28,6 +28,7 @@ __all__ = [
     "ContainsArrayError",
     "ContainsGroupError",
     "DataTypeError",
+    "FencedWriteError",
     "FillValueError",
     "GroupNotFoundError",
     "IndexingError",
@@ -40,8 +41,8 @@ __all__ = [
     "StoreError",
     "UnknownCodecError",
     "UnknownExtensionError",
-    "UnsafeCodecError",
     "UnprotectedWriteWarning",
+    "UnsafeCodecError",
     "UnsupportedFeatureError",
     "WriteConflictError",
     "WritePlanError",
@@ -183,6 +184,12 @@ class WriteConflictError(WritePlanError):
     """A conditional write kept losing to other writers of the same key (or the same array document) after
     every retry, or an append found the array changed in a way it cannot build on; nothing of this write is
     visible to readers in a half-done state (names the key, the attempts and the fix)."""
+
+
+class FencedWriteError(WriteConflictError):
+    """A writer lost its append lease (it stalled past the lease's time to live and another writer took it
+    over) and was refused by the store before it could change anything that writer committed: its rows are
+    not committed, nothing of others was changed (see ``docs/safe-writes.md``, "Writers that stall")."""
 
 
 class UnprotectedWriteWarning(UserWarning):

@@ -12,7 +12,7 @@ from dask.delayed import Delayed
 import zarr_dask
 from tests.graph._helpers import create, reference_data
 from zarr_dask.core import nodes
-from zarr_dask.errors import IndexingError, WritePlanError
+from zarr_dask.errors import FencedWriteError, IndexingError, WritePlanError
 from zarr_dask.store import MemoryStore
 
 
@@ -32,7 +32,9 @@ def test_append_merges_the_partial_last_chunk_once() -> None:
     store.counters.reset()
     assert delayed.compute(scheduler="threads", num_workers=8) == (22, 6)
     counts = store.counters.snapshot()
-    assert counts["get"] == 2 + 1 + 1  # the edge keys once, the commit's check, the lease it gives back
+    # the edge keys once, the lease by each of their two writer tasks before replacing them (the fence), the
+    # lease when the commit is recorded in it, the commit's check, the lease it gives back
+    assert counts["get"] == 2 + 2 + 1 + 1 + 1
     assert counts["delete"] == 1 and not store.exists(".zd-append-lease")  # the lease, and nothing else
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], np.concatenate([old, new]))
 
@@ -79,7 +81,7 @@ def test_concurrent_metadata_change_is_reported_not_overwritten() -> None:
     assert b.shape == (9,) and b.attrs["changed"] is True
     delayed = zarr_dask.append(da.arange(3, dtype="i4", chunks=2), store, compute=False)
     foreign = dataclasses.replace(b.metadata, shape=(4,))  # another tool shrinks it meanwhile, ignoring the lease
-    nodes.write_node(store, "", foreign, overwrite=True)
+    store.set_many(nodes.documents("", foreign))  # (rewrites the document only; the lease stays)
     with pytest.raises(WritePlanError, match="metadata changed while this append was under way"):
         delayed.compute()
     assert zarr_dask.open_array(store).shape == (4,)
@@ -90,8 +92,12 @@ def test_retried_append_commits_once() -> None:
     create(store, (5,), (2,), dtype="i4")[:] = np.arange(5)
     delayed = zarr_dask.append(da.arange(5, 8, dtype="i4", chunks=2), store, compute=False)
     assert delayed.compute() == (8,)
-    assert delayed.compute() == (8,)  # a retry of the whole graph: same data, the same new shape
+    # computing the whole graph again after its commit: its lease is gone, so the store refuses it (fenced)
+    # before it changes a committed row, and the error says so
+    with pytest.raises(FencedWriteError, match="no longer holds its lease"):
+        delayed.compute()
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], np.arange(8))
+    assert zarr_dask.append(da.arange(8, 9, dtype="i4", chunks=2), store) == (9,)
 
 
 def test_append_creates_a_missing_array() -> None:

@@ -145,10 +145,13 @@ def test_append_costs_one_batched_read_and_one_write_of_the_root(fmt: int) -> No
     with store.counters.counting() as delta:
         assert delayed.compute() == (10,)
     docs = len(nodes.documents("a/y", listed(store)["a/y"]))
-    lease = 1  # the commit reads the append lease it gives back (and deletes it)
+    # the append lease: read by the task merging the edge key before it replaces it (the fence), when the commit
+    # is recorded in it, and when it is given back (and deleted)
+    lease = plan.read_modify_writes + 1 + 1
     docs = len(nodes.candidate_keys("a/y", fmt))  # the commit reads every document the node may have
     assert delta["get"] == plan.read_modify_writes + docs + len(core_consolidated.refresh_keys("a/y", fmt, own=False)) + lease
-    assert delta["set"] == plan.keys + 1 + 1  # the data, the array's document with the shape, the holder's document
+    # the data, the lease recording the commit, the array's document with the shape, the holder's document
+    assert delta["set"] == plan.keys + 1 + 1 + 1
     assert delta["list"] == 0 and get_many.calls == plan.read_modify_writes + 1 + lease  # the commit: one batched read
     assert listed(store)["a/y"].shape == (10,)
 

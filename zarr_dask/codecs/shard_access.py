@@ -392,7 +392,7 @@ def _inner_value(
     piece = value[part.out_sel]
     if part.complete and part.inside:
         return piece
-    if part.complete or old is None:
+    if old is None:  # (a complete inner chunk reaching past the shape keeps what is stored beyond it)
         chunk = np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
     else:
         try:

@@ -15,7 +15,7 @@ import numpy as np
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
 from zarr_dask.core.chunk_io import ChunkIO, is_fill
-from zarr_dask.core.commit import check_no_incomplete_append, commit_metadata
+from zarr_dask.core.commit import check_no_incomplete_append, commit_held
 from zarr_dask.core.consolidated import create_node, refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.core.indexing import (
@@ -38,7 +38,7 @@ from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularDimGrid
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
-from zarr_dask.store.versioned import Versioned, conditional, retry_policy
+from zarr_dask.store.versioned import Versioned, conditional, transact
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 
@@ -245,21 +245,23 @@ class Array(SelectionMixin):
             coalescing=self._coalescing,
         )
 
-    def _replace_metadata(self, metadata: ArrayMetadata) -> None:
+    def _replace_metadata(self, metadata: ArrayMetadata, lease: AppendLease | None = None) -> None:
         """Commit new metadata (resize, append, attributes) over the metadata this object holds, by
         compare-and-swap (:func:`~zarr_dask.core.commit.commit_metadata`: a concurrent change of the attributes
-        is merged, any other raises), then bring the consolidated metadata of the enclosing groups up to date."""
+        is merged, any other raises), then bring the consolidated metadata of the enclosing groups up to date.
+        Under an append ``lease`` the commit is fenced (:func:`~zarr_dask.core.commit.commit_held`)."""
         if self._store.read_only:
             raise ReadOnlyError("the array is read-only", store=self._store.url, path=self._path)
-        written, _ = commit_metadata(self._store, self._path, self._metadata, metadata)
+        held = (self._path, lease.token) if lease is not None else None
+        written, _ = commit_held(self._store, held, self._path, self._metadata, metadata, what="change")
         self._metadata = written
         self.__dict__.pop("_io", None)
         refresh_consolidated(self._store, self._path, written)
 
     @contextmanager
-    def _append_turn(self) -> Iterator[None]:
+    def _append_turn(self) -> Iterator[AppendLease | None]:
         """Hold the array's append lease (:mod:`zarr_dask.core.lease`) and re-read the metadata under it, on
-        stores with conditional writes; elsewhere just re-read."""
+        stores with conditional writes; elsewhere just re-read. Yields the lease (None without one)."""
         lease = AppendLease(self._store, self._path) if conditional(self._store) is not None else None
         if lease is not None:
             lease.acquire()
@@ -270,7 +272,7 @@ class Array(SelectionMixin):
             if node != self._metadata:
                 self._metadata = node
                 self.__dict__.pop("_io", None)
-            yield
+            yield lease
         finally:
             if lease is not None:
                 lease.release()
@@ -485,12 +487,12 @@ class Array(SelectionMixin):
                 store=self._store.url,
                 path=self._path,
             )
-        with self._append_turn():
+        with self._append_turn() as lease:
             old_io, old_shape = self._io, self.shape
             grown = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n > o]
             if grown:  # what a failed or killed writer left beyond the shape must not show up
                 self._trim_chunks(old_io, old_shape, old_shape, grown, beyond=True)
-            self._replace_metadata(self._resized(new_shape))
+            self._replace_metadata(self._resized(new_shape), lease)
             shrunk = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n < o]
             if shrunk:
                 self._trim_chunks(old_io, old_shape, new_shape, shrunk)
@@ -539,34 +541,26 @@ class Array(SelectionMixin):
     def _reset_overhang(self, io: ChunkIO, edge: list[tuple[int, ...]], new_shape: tuple[int, ...]) -> None:
         """Reset the part of each chunk of ``edge`` outside ``new_shape`` to the fill value, by compare-and-swap
         where the store can (a region writer may be merging the same chunk's inside part at the same time)."""
-        cas = conditional(self._store)
         pending = {io.chunk_key(coords): coords for coords in edge}
-        policy = retry_policy()
-        for attempt in range(1, policy.attempts + 1):
-            if not pending:
-                return
-            found = cas.get_versioned(list(pending)) if cas is not None else {
-                k: Versioned(v, None) for k, v in self._store.get_many(list(pending)).items()
+        if not pending:
+            return
+
+        def step(got: Mapping[str, Versioned]) -> dict[str, bytes | None]:
+            return {
+                key: self._without_overhang(io, key, pending[key], found.value, new_shape)
+                for key, found in got.items()
+                if found.value is not None
             }
-            writes: dict[str, tuple[bytes | None, object]] = {}
-            for key, coords in pending.items():
-                got = found.get(key)
-                if got is None or got.value is None:
-                    continue
-                writes[key] = (self._without_overhang(io, key, coords, got.value, new_shape), got.version)
-            if cas is None:
-                self._store.set_many({k: v for k, (v, _) in writes.items() if v is not None})
-                self._store.delete_many([k for k, (v, _) in writes.items() if v is None])
-                return
-            won = cas.set_if_unchanged(writes) if writes else {}
-            pending = {k: pending[k] for k, ok in won.items() if not ok}
-            policy.wait(attempt)
-        if pending:
-            raise WriteConflictError(
-                f"chunk {next(iter(pending))!r} kept changing while its part outside the new shape was being reset",
-                store=self._store.url,
-                path=self._path,
-            )
+
+        cas = conditional(self._store)
+        if cas is None:  # (the append lease does not exist here: nothing else to coordinate with)
+            writes = step({k: Versioned(v, None) for k, v in self._store.get_many(list(pending)).items()})
+            self._store.set_many({k: v for k, v in writes.items() if v is not None})
+            self._store.delete_many([k for k, v in writes.items() if v is None])
+            return
+        transact(cas, list(pending), step, independent=True, exhausted=lambda keys, n: WriteConflictError(
+            f"chunk {keys[0]!r} kept changing while its part outside the new shape was being reset",
+            store=self._store.url, path=self._path))  # fmt: skip
 
     def _without_overhang(
         self, io: ChunkIO, key: str, coords: tuple[int, ...], data: bytes, new_shape: tuple[int, ...]
@@ -588,7 +582,7 @@ class Array(SelectionMixin):
         compare-and-swap, so readers never see rows that are not there yet. On stores with conditional writes
         the array's append lease makes concurrent appends (from any process) take turns."""
         data = np.asarray(data, dtype=self.dtype)
-        with self._append_turn():
+        with self._append_turn() as lease:
             check_no_incomplete_append(self._store, self._path, self._metadata)
             old = self.shape
             new = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(old))
@@ -596,8 +590,10 @@ class Array(SelectionMixin):
                 self._store, self._path, self._resized(new), allow_unsafe_codecs=self._allow_unsafe_codecs,
                 write_empty_chunks=self._write_empty_chunks, coalescing=self._coalescing,
             )
+            if lease is not None:  # the rows beyond the committed shape are written under the lease's fence
+                grown.__dict__["_io"] = dataclasses.replace(grown._io, fence=lease.fence(old))
             grown[tuple(slice(old[axis], None) if d == axis else slice(None) for d in range(self.ndim))] = data
-            self._replace_metadata(grown._metadata)
+            self._replace_metadata(grown._metadata, lease)
         return new
 
     def update_attributes(self, new_attributes: Mapping[str, Any]) -> Array:

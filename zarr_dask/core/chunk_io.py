@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -37,6 +37,7 @@ from zarr_dask.codecs.shard_access import (
 )
 from zarr_dask.codecs.sharding import ShardingCodec
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
+from zarr_dask.core.lease import Fence
 from zarr_dask.errors import (
     ChunkDecodeError,
     ChunkEncodeError,
@@ -51,7 +52,7 @@ from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store, uploads
 from zarr_dask.store.arena import read_arena
-from zarr_dask.store.versioned import ConditionalStore, conditional, retry_policy
+from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
 _log = logging.getLogger("zarr_dask.core")
 #: Builds a storage key's new bytes from the write's data and the key's stored bytes (None: nothing to store).
@@ -244,6 +245,11 @@ class ChunkIO:
     write_empty_chunks: bool = False
     order: str = "C"
     coalescing: Coalescing = DEFAULT_COALESCING
+    #: writes under an append lease: keys beyond the committed shape are created only if absent (see
+    #: :mod:`zarr_dask.core.lease`)
+    fence: Fence | None = None
+    #: the array was just created by this write: keys that reach past its shape are first created if absent
+    fresh: bool = False
     _spec_cache: dict[tuple[int, ...], ChunkSpec] = field(default_factory=dict, compare=False, repr=False)
     _shard_codecs: dict[tuple[int, ...], ShardingCodec] = field(default_factory=dict, compare=False, repr=False)
     _inner_batches: dict[tuple[int, ...], BatchDecode | None] = field(default_factory=dict, compare=False, repr=False)
@@ -630,7 +636,7 @@ class ChunkIO:
         shape = self.chunk_shape(p.coords)
         if p.complete and piece.shape == shape:
             return piece
-        if p.complete or existing is None:
+        if existing is None:  # (a complete key reaching past the shape keeps what is stored beyond it)
             chunk = self._new_chunk(p.coords)
         else:
             chunk = np.array(self.decode_chunk(key, existing, p.coords), dtype=self.dtype, copy=True)
@@ -641,7 +647,7 @@ class ChunkIO:
         """The new stored bytes of one chunk (``existing`` merged where the write covers it only partly), or
         None when the chunk is all fill value and empty chunks are not written."""
         chunk = self._assemble(p, value, existing, key)
-        if not self.write_empty_chunks and is_fill(chunk, self.fill):
+        if not self._keeps_empty(p.coords) and is_fill(chunk, self.fill):
             return None
         return self.encode_chunk(key, chunk, p.coords)
 
@@ -651,7 +657,7 @@ class ChunkIO:
         """The new stored bytes of one shard (``unit``: its coordinates and the inner chunks written, merged with
         ``existing`` inner chunk by inner chunk), or None when no inner chunk is left to store."""
         coords, parts = unit
-        check = None if self.write_empty_chunks else (lambda chunk: is_fill(chunk, self.fill))
+        check = None if self._keeps_empty(coords) else (lambda chunk: is_fill(chunk, self.fill))
         try:
             return write_shard(self.shard_codec(coords), self.chunk_spec(coords), parts, value, existing, is_fill=check)
         except ChunkDecodeError as e:
@@ -682,44 +688,80 @@ class ChunkIO:
                 [(p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete) for p in projections],
             )
             return
-        self._write_keys(value, [(self.chunk_key(p.coords), p.complete, p) for p in projections], self._chunk_bytes)
+        self._write_keys(value, [(self.chunk_key(p.coords), p.coords, p.complete, p) for p in projections], self._chunk_bytes)
 
     def write_shard_units(self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
         """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard not
         ``complete`` is merged with its stored inner chunks as :meth:`write_from` merges partly covered keys."""
         self._write_keys(
-            value, [(self.chunk_key(coords), complete, (coords, parts)) for coords, parts, complete in units], self._shard_bytes
+            value,
+            [(self.chunk_key(coords), coords, complete, (coords, parts)) for coords, parts, complete in units],
+            self._shard_bytes,
         )
 
-    def _write_keys(self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, bool, Any]], build: _Build) -> None:
-        """Write ``(key, covered whole, what build needs)`` items (see :meth:`write_from`). Keys covered whole
-        may be uploaded behind the calling dask task (:mod:`zarr_dask.store.uploads`); merged keys never are."""
+    def _keeps_empty(self, coords: tuple[int, ...]) -> bool:
+        """Store this key even when it is all fill value: with ``write_empty_chunks``, and for every key of an
+        append beyond the committed shape (absent, it could later be created by a stalled writer that lost its
+        lease: stored, it can only be replaced by a conditional write, which that writer's fence refuses)."""
+        return self.write_empty_chunks or (self.fence is not None and self._beyond(coords))
+
+    def _beyond(self, coords: tuple[int, ...]) -> bool:
+        """True when the key holds elements at or beyond the fence's committed shape."""
+        assert self.fence is not None
+        return any(g.start(c) + g.size(c) > n for g, c, n in zip(self.grids, coords, self.fence.committed, strict=True))
+
+    def _key_mode(self, coords: tuple[int, ...], complete: bool, conditional_store: bool) -> str:
+        """How a key is written: ``plain`` (no read, no condition), ``merge`` (read with its version, merge,
+        write if unchanged), ``create`` (first created if absent; if it exists, merged as ``merge``) or
+        ``replace`` (first created if absent; if it exists, replaced whole under the fence)."""
+        past = self._data_shape(coords) != self.chunk_shape(coords)  # reaches past the shape this write planned
+        if not conditional_store:
+            return "plain" if complete else "merge"
+        if self.fence is not None and self._beyond(coords):
+            wholly = any(g.start(c) >= n for g, c, n in zip(self.grids, coords, self.fence.committed, strict=True))
+            if not complete or not wholly:
+                return "merge"
+            return "create" if past else "replace"
+        if complete and not past:
+            return "plain"
+        if complete and self.fresh:
+            return "create"
+        return "merge"
+
+    def _write_keys(self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, Any, bool, Any]], build: _Build) -> None:
+        """Write ``(key, coords, covered whole, what build needs)`` items (see :meth:`write_from`). Keys written
+        plainly may be uploaded behind the calling dask task (:mod:`zarr_dask.store.uploads`); the others never
+        are. A key that reaches past the array's shape is merged even when covered whole, so rows another
+        writer appended meanwhile survive a write planned on the shorter shape."""
+        cas = conditional(self.store)
         to_set: dict[str, bytes] = {}
         merged: dict[str, bytes] = {}
         to_delete: list[str] = []
-        partial: dict[str, Any] = {}
-        for key, complete, unit in items:
-            if not complete:
-                partial[key] = unit
-                continue
-            data = build(key, unit, value, None)
-            if data is None:
-                to_delete.append(key)
+        guarded: dict[str, tuple[Any, str]] = {}
+        partial = 0
+        for key, coords, complete, unit in items:
+            mode = self._key_mode(coords, complete, cas is not None)
+            if mode == "plain" and complete:
+                data = build(key, unit, value, None)
+                if data is None:
+                    to_delete.append(key)
+                else:
+                    to_set[key] = data
             else:
-                to_set[key] = data
-        if partial:
-            cas = conditional(self.store)
-            if cas is not None:
-                self._merge_conditionally(cas, build, value, partial)
-            else:
-                _warn_unprotected(self.store.url, self.path, len(partial))
-                existing = self.store.get_many(list(partial))
-                for key, unit in partial.items():
-                    data = build(key, unit, value, existing.get(key))
-                    if data is not None:
-                        merged[key] = data
-                    elif key in existing:
-                        to_delete.append(key)
+                guarded[key] = (unit, mode)
+                partial += not complete
+        if guarded and cas is not None:
+            self._write_conditionally(cas, build, value, guarded)
+        elif guarded:
+            if partial:
+                _warn_unprotected(self.store.url, self.path, partial)
+            existing = self.store.get_many(list(guarded))
+            for key, (unit, _) in guarded.items():
+                data = build(key, unit, value, existing.get(key))
+                if data is not None:
+                    merged[key] = data
+                elif key in existing:
+                    to_delete.append(key)
         if to_set and uploads.set_many(self.store, to_set, batched_io=self.store.batched_io):
             to_set = {}
         if to_set or merged:
@@ -727,33 +769,34 @@ class ChunkIO:
         if to_delete:
             self.store.delete_many(to_delete)
 
-    def _merge_conditionally(
-        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], partial: dict[str, Any]
+    def _write_conditionally(
+        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], items: dict[str, tuple[Any, str]]
     ) -> None:
-        """Read-merge-write the keys of ``partial`` as optimistic transactions: one batched versioned read and
-        one batched conditional write per round; the keys that lost to another writer go round again, after a
-        jittered wait, up to the retry policy's attempts (then :class:`~zarr_dask.errors.WriteConflictError`).
-        A key that was absent and stays all fill needs no write (it reads as fill either way)."""
-        policy = retry_policy()
-        pending = partial
-        for attempt in range(1, policy.attempts + 1):
-            got = cas.get_versioned(list(pending))
-            writes: dict[str, tuple[bytes | None, object]] = {}
-            for key, p in pending.items():
-                current = got[key]
-                data = build(key, p, value, current.value)
+        """Write the keys of ``items`` (``key: (unit, mode)``, see :meth:`_key_mode`) as optimistic transactions
+        (:func:`~zarr_dask.store.versioned.transact`): one batched versioned read and one batched conditional
+        write per round; the keys that lost go round again. A key that was absent and stays all fill needs no
+        write (it reads as fill either way). Under a fence, a stored value is replaced only while the lease is
+        still this writer's."""
+        fence = self.fence
+
+        def step(got: Mapping[str, Versioned]) -> dict[str, bytes | None]:
+            writes: dict[str, bytes | None] = {}
+            for key, current in got.items():
+                unit, mode = items[key]
+                data = build(key, unit, value, None if mode == "replace" else current.value)
                 if data is not None or current.value is not None:
-                    writes[key] = (data, current.version)
-            won = cas.set_if_unchanged(writes) if writes else {}
-            pending = {key: pending[key] for key, ok in won.items() if not ok}
-            if not pending:
-                return
-            _log.debug("%s /%s: %d keys changed meanwhile (attempt %d), merging again", self.store.url, self.path, len(pending), attempt)
-            if attempt < policy.attempts:
-                policy.wait(attempt)
-        key = next(iter(pending))
-        raise WriteConflictError(
-            f"key {key!r} (and {len(pending) - 1} more) kept changing under this write: {policy.attempts} conditional "
+                    writes[key] = data
+            return writes
+
+        transact(
+            cas, list(items), step, exhausted=self._kept_changing, independent=True,
+            absent=[k for k, (_, mode) in items.items() if mode in ("create", "replace")],
+            fence=None if fence is None else (lambda: fence.check(self.store)),
+        )  # fmt: skip
+
+    def _kept_changing(self, pending: Sequence[str], attempts: int) -> WriteConflictError:
+        return WriteConflictError(
+            f"key {pending[0]!r} (and {len(pending) - 1} more) kept changing under this write: {attempts} conditional "
             "attempts lost to other writers of the same chunk or shard. Nothing of this write is lost or torn in "
             "that key; retry the write, align the regions of concurrent writers with the storage keys, or raise "
             "ZARR_DASK_WRITE_ATTEMPTS",

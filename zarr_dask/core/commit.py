@@ -11,17 +11,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_dask.core import nodes
+from zarr_dask.core.lease import fenced_error, lease_key, parse_lease
 from zarr_dask.errors import WriteConflictError, ZarrDaskError
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
-from zarr_dask.store.versioned import conditional, retry_policy
+from zarr_dask.store.versioned import Versioned, conditional, transact
 
-__all__ = ["INCOMPLETE_NAME", "check_no_incomplete_append", "commit_metadata", "incomplete_append"]
+__all__ = [
+    "INCOMPLETE_NAME",
+    "apply_intent",
+    "check_no_incomplete_append",
+    "commit_held",
+    "commit_intent",
+    "commit_metadata",
+    "mark_commit",
+    "incomplete_append",
+]
+
+_log = logging.getLogger("zarr_dask.core")
 
 
 def commit_metadata(
@@ -33,43 +46,139 @@ def commit_metadata(
     every document read on the way (the node's and ``extra_keys``, e.g. for a consolidated refresh).
     ``what`` names the operation in the error.
     """
-    cas = conditional(store)
     own = nodes.candidate_keys(path, new.zarr_format)
     keys = [*own, *extra_keys]
-    policy = retry_policy()
-    for attempt in range(1, policy.attempts + 1):
-        versioned = cas.get_versioned(keys) if cas is not None else None
-        docs = (
-            {k: v.value for k, v in versioned.items() if v.value is not None} if versioned is not None else store.get_many(keys)
-        )
+    committed: list[Any] = []
+
+    def step(got: Mapping[str, Versioned]) -> dict[str, bytes]:
+        docs = {k: v.value for k, v in got.items() if v.value is not None}
         current = nodes.parse_node({k: docs[k] for k in own if k in docs}, path, store)
         target = _merged(current, expected, new)
         if target is None:
-            raise WriteConflictError(
-                f"the array's metadata changed while this {what} was under way (another writer changed its shape, "
-                "data type or codecs), so the new metadata was not committed; rows written beyond the stored shape "
-                "are ignored by readers. Fix: check the array, then run the operation again",
-                store=store.url,
-                path=path,
-            )
-        wanted = nodes.documents(path, target)
-        changed = {k: v for k, v in wanted.items() if docs.get(k) != v}
-        if not changed:
-            return target, docs
-        if versioned is None:
-            store.set_many(changed)
-            docs.update(changed)
-            return target, docs
-        won = cas.set_if_unchanged({k: (v, versioned[k].version) for k, v in changed.items()})  # type: ignore[union-attr]
-        if all(won.values()):
-            docs.update(changed)
-            return target, docs
-        policy.wait(attempt)
-    raise WriteConflictError(
-        f"the array's metadata kept changing under {policy.attempts} conditional attempts of this {what}",
+            raise _changed_meanwhile(store, path, what)
+        committed[:] = [target]
+        return {k: v for k, v in nodes.documents(path, target).items() if docs.get(k) != v}
+
+    cas = conditional(store)
+    if cas is None:  # no conditional writes: check, then write (as safe as the store allows)
+        found = store.get_many(keys)
+        writes = step({k: Versioned(found.get(k), None) for k in keys})
+        store.set_many(writes)
+        return committed[0], {**found, **writes}
+    got = transact(cas, keys, step, exhausted=lambda pending, n: WriteConflictError(
+        f"the array's metadata kept changing under {n} conditional attempts of this {what}", store=store.url, path=path))
+    return committed[0], {k: v.value for k, v in got.items() if v.value is not None}
+
+
+def commit_held(
+    store: Store,
+    lease: tuple[str, str] | None,
+    path: str,
+    expected: Any,
+    new: Any,
+    *,
+    extra_keys: Sequence[str] = (),
+    what: str = "append",
+) -> tuple[Any, dict[str, bytes]]:
+    """:func:`commit_metadata` by the holder of an append lease (``lease``: ``(leased node path, token)``;
+    None on stores without leases): first record the commit in the lease (:func:`mark_commit`, refused with
+    :class:`~zarr_dask.errors.FencedWriteError` once the lease was taken over, nothing written), then commit.
+    If the lease is taken over after the record was made, the taker completes the commit
+    (:func:`~zarr_dask.core.lease.roll_forward`): then it is committed all the same."""
+    if lease is None:
+        return commit_metadata(store, path, expected, new, extra_keys=extra_keys, what=what)
+    mark_commit(store, *lease, commit_intent([(path, expected, new)]))
+    try:
+        return commit_metadata(store, path, expected, new, extra_keys=extra_keys, what=what)
+    except WriteConflictError:
+        if _holds(store, *lease):
+            raise
+        _log.warning("%s /%s: this %s's commit was completed by the writer that took its lease over", store.url, path, what)
+        return new, {}
+
+
+def mark_commit(store: Store, lease_path: str, token: str, intent: Mapping[str, Any]) -> None:
+    """Record in the lease of ``lease_path`` the commit its holder is about to make (``intent``:
+    :func:`commit_intent`), by a conditional write on the lease as read: from then on the commit is decided --
+    this holder makes it, or whoever takes the lease over completes it. Raises
+    :class:`~zarr_dask.errors.FencedWriteError` (nothing committed) when the lease is no longer ``token``'s."""
+    cas = conditional(store)
+    if cas is None:
+        return
+    key = lease_key(lease_path)
+
+    def step(got: Mapping[str, Versioned]) -> dict[str, bytes]:
+        holder = parse_lease(got[key].value)
+        if holder.get("owner") != token:
+            raise fenced_error(store, lease_path, "commit its new shape", holder)
+        return {key: json.dumps({**holder, "intent": dict(intent)}).encode()}
+
+    transact(cas, [key], step, exhausted=lambda keys, n: fenced_error(store, lease_path, "commit its new shape", {}))
+
+
+def _holds(store: Store, lease_path: str, token: str) -> bool:
+    key = lease_key(lease_path)
+    return bool(parse_lease(store.get(key)).get("owner") == token)
+
+
+def _changed_meanwhile(store: Store, path: str, what: str) -> WriteConflictError:
+    return WriteConflictError(
+        f"the array's metadata changed while this {what} was under way (another writer changed its shape, "
+        "data type or codecs), so the new metadata was not committed; rows written beyond the stored shape "
+        "are ignored by readers. Fix: check the array, then run the operation again",
         store=store.url,
         path=path,
     )
+
+
+def commit_intent(changes: Sequence[tuple[str, Any, Any]], after: Mapping[str, bytes] | None = None) -> dict[str, Any]:
+    """The record of a commit kept in an append lease (:func:`~zarr_dask.core.lease.mark_commit`): for every
+    ``(array path, expected metadata, new metadata)`` the documents before and after, and the documents
+    ``after`` to write once every array is committed (consolidated metadata), or None to refresh the
+    consolidated metadata of each array instead. JSON-serialisable."""
+
+    def text(docs: Mapping[str, bytes]) -> dict[str, str]:
+        return {k: v.decode() for k, v in docs.items()}
+
+    return {
+        "arrays": [
+            {"path": p, "expected": text(nodes.documents(p, old)), "new": text(nodes.documents(p, new))}
+            for p, old, new in changes
+        ],
+        "after": text(after) if after is not None else None,
+    }
+
+
+def apply_intent(store: Store, intent: Mapping[str, Any], *, mine: bool) -> list[Any]:
+    """Carry out a commit recorded by :func:`commit_intent`; returns the metadata committed per array.
+
+    ``mine``: the holder commits its own record. An array whose document changed since in a way the record
+    does not expect is skipped when completing another's record (a later append already built on it), and
+    for the holder means its lease was taken over after the record was made and the taker completed it (the
+    documents already moved on): committed either way. Afterwards the ``after`` documents are written, or the
+    consolidated metadata of each array refreshed."""
+    from zarr_dask.core.consolidated import refresh_consolidated
+
+    written: list[Any] = []
+    for entry in intent["arrays"]:
+        path = entry["path"]
+        expected = nodes.parse_node({k: v.encode() for k, v in entry["expected"].items()}, path, store)
+        new = nodes.parse_node({k: v.encode() for k, v in entry["new"].items()}, path, store)
+        try:
+            meta, _ = commit_metadata(store, path, expected, new, what="append")
+        except WriteConflictError:
+            if not mine:
+                _log.warning("%s /%s: not completing an interrupted append: the array changed since", store.url, path)
+                continue
+            meta = new
+        written.append(meta)
+    after = intent.get("after")
+    if after:
+        store.set_many({k: v.encode() for k, v in after.items()})
+    elif after is None:
+        for entry, meta in zip(intent["arrays"], written, strict=False):
+            refresh_consolidated(store, entry["path"], meta)
+    return written
 
 
 def _merged(current: Any, expected: Any, new: Any) -> Any:

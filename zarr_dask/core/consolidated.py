@@ -28,7 +28,7 @@ from zarr_dask.spec import json as zjson
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import Store, open_store
-from zarr_dask.store.versioned import ConditionalStore, conditional, retry_policy
+from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
 __all__ = [
     "ConsolidatedMismatch",
@@ -239,22 +239,20 @@ def _refresh_conditionally(store: Store, cas: ConditionalStore, path: str, fmt: 
     Read the ancestors' documents and the node's own with versions, merge the node's entry (as stored now: a
     later change of the node makes its own refresh), write the holders' documents only if unchanged, and on a
     conflict (another process refreshed the same group meanwhile) read and merge again."""
-    policy = retry_policy()
     keys = refresh_keys(path, fmt, own=True)
-    for attempt in range(1, policy.attempts + 1):
-        got = cas.get_versioned(keys)
+    found: list[str] = []
+
+    def step(got: Mapping[str, Versioned]) -> dict[str, bytes]:
         docs = {k: v.value for k, v in got.items() if v.value is not None}
         stored = nodes.parse_node({k: v for k, v in docs.items() if k.startswith(key_prefix(path))}, path, store)
-        updates, holders = refreshed_documents(store, path, fmt, docs, stored if stored is not None else metadata)
-        if not updates or all(cas.set_if_unchanged({k: (v, got[k].version) for k, v in updates.items()}).values()):
-            return holders
-        policy.wait(attempt)
-    raise WriteConflictError(
-        f"the consolidated metadata enclosing this node kept changing under {policy.attempts} conditional attempts to "
-        "record it; the node itself is written. Repair the listing with zarr_dask.consolidate_metadata(url)",
-        store=store.url,
-        path=path,
-    )
+        updates, found[:] = refreshed_documents(store, path, fmt, docs, stored if stored is not None else metadata)
+        return updates
+
+    transact(cas, keys, step, exhausted=lambda pending, n: WriteConflictError(
+        f"the consolidated metadata enclosing this node kept changing under {n} conditional attempts to record "
+        "it; the node itself is written. Repair the listing with zarr_dask.consolidate_metadata(url)",
+        store=store.url, path=path))  # fmt: skip
+    return found
 
 
 def create_node(store: Store, path: str, metadata: Any, *, overwrite: bool = False) -> list[str]:

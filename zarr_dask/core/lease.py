@@ -13,6 +13,15 @@ A lease carries an expiry time; its holder renews it (a daemon thread in the pro
 append runs, so a killed holder's lease lapses after ``ttl`` seconds and a waiter then takes it over (by a
 conditional write on the lapsed lease's version, so two waiters cannot both take it). Stores without
 conditional writes cannot hold leases: appends there are not arbitrated (see ``docs/safe-writes.md``).
+
+**Fencing.** A holder can stall past its lease (a frozen VM, a long GC pause) and resume after another
+append took the lease over; it must then be unable to change what that append committed, without relying on
+it noticing in time. So every write an append makes is conditional on what the store holds: a storage key
+beyond the committed shape is created only if absent (:class:`Fence`), and one that exists is replaced only
+by a conditional write on the version just read, after re-reading the lease (:meth:`Fence.check`). The
+commit first records the new documents in the lease itself (:func:`~zarr_dask.core.commit.mark_commit`, a conditional write on the
+lease: refused once the lease was taken over), then writes them; whoever takes over a lapsed lease that
+records a commit completes it (:func:`roll_forward`) before appending, so a commit is all or nothing.
 """
 
 from __future__ import annotations
@@ -25,15 +34,17 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zarr_dask import config
-from zarr_dask.errors import WriteConflictError
+from zarr_dask.errors import FencedWriteError, WriteConflictError
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
-from zarr_dask.store.versioned import ConditionalStore, RetryPolicy, conditional
+from zarr_dask.store.versioned import Again, ConditionalStore, RetryPolicy, Versioned, conditional, transact
 
-__all__ = ["LEASE_NAME", "AppendLease", "lease_key", "release_lease"]
+__all__ = ["LEASE_NAME", "AppendLease", "Fence", "check_holder", "lease_key", "parse_lease", "release_lease", "roll_forward"]
 
 LEASE_NAME = ".zd-append-lease"
 _log = logging.getLogger("zarr_dask.core")
@@ -48,6 +59,51 @@ def lease_key(path: str) -> str:
     'group/temp/.zd-append-lease'
     """
     return key_prefix(path) + LEASE_NAME
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a writer holding an append lease carries into its writer tasks (see the module docstring).
+
+    ``path`` is the node whose lease it is (the array, or the group of a dataset append), ``token`` the
+    holder's, ``committed`` the array's shape as committed when the append was planned: storage keys at or
+    beyond it hold no committed data yet, so they are created only if absent, and a key that exists there is
+    replaced only after :meth:`check` has found the lease still this writer's.
+    """
+
+    path: str
+    token: str
+    committed: tuple[int, ...]
+
+    def check(self, store: Store) -> None:
+        """Raise :class:`~zarr_dask.errors.FencedWriteError` when the lease is no longer this writer's."""
+        check_holder(store, self.path, self.token, "write rows beyond the committed shape")
+
+
+def check_holder(store: Store, path: str, token: str, doing: str) -> dict[str, Any]:
+    """The lease document of ``path`` if ``token`` still holds it; else :class:`~zarr_dask.errors.FencedWriteError`."""
+    cas = conditional(store)
+    if cas is None:
+        return {}
+    key = lease_key(path)
+    holder = parse_lease(cas.get_versioned([key])[key].value)
+    if holder.get("owner") != token:
+        raise fenced_error(store, path, doing, holder)
+    return holder
+
+
+def fenced_error(store: Store, path: str, doing: str, holder: Mapping[str, Any]) -> FencedWriteError:
+    """The error of a writer that lost its append lease (it stalled past the lease's time to live)."""
+    now = f"it is now {_who(holder)}" if holder else "it is released"
+    return FencedWriteError(
+        f"this append no longer holds its lease, so it stopped before it could {doing} ({now}: another writer took "
+        "the lease over after this one stalled for longer than ZARR_DASK_APPEND_LEASE_TTL, or this append was "
+        "committed already and is being computed again). Its new shape is not committed, any rows it wrote lie "
+        "beyond the committed shape where readers never look, and nothing another writer committed was changed. "
+        "Fix: run the append again (it appends after the rows committed meanwhile)",
+        store=store.url,
+        path=path,
+    )
 
 
 class AppendLease:
@@ -78,48 +134,71 @@ class AppendLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _document(self) -> bytes:
-        return json.dumps(
-            {"owner": self.token, "host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + self.ttl}
-        ).encode()
+    def _document(self, intent: Any = None) -> bytes:
+        doc = {"owner": self.token, "host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + self.ttl}
+        if intent:
+            doc["intent"] = intent
+        return json.dumps(doc).encode()
+
+    def fence(self, committed: Sequence[int]) -> Fence:
+        """The :class:`Fence` of writes made under this lease into an array whose committed shape is ``committed``."""
+        return Fence(self.path, self.token, tuple(int(n) for n in committed))
 
     def acquire(self) -> AppendLease:
-        """Take the lease (waiting while another live append holds it) and start renewing it."""
-        deadline = time.monotonic() + self.wait
-        policy = RetryPolicy(attempts=1 << 30, base_delay=0.005, max_delay=0.5)
-        holder: dict[str, Any] = {}
-        attempt = 0
-        while True:
-            current = self._cas.get_versioned([self.key])[self.key]
-            holder = _parse(current.value)
-            lapsed = current.value is None or float(holder.get("expires", 0)) < time.time()
-            if lapsed and self._cas.set_if_unchanged({self.key: (self._document(), current.version)})[self.key]:
-                if current.value is not None:
-                    _log.warning("%s /%s: took over the lapsed append lease of %s", self.store.url, self.path, _who(holder))
-                break
-            attempt += 1
-            if time.monotonic() >= deadline:
-                raise WriteConflictError(
-                    f"another append to this array has been in progress for over {self.wait:g} s ({_who(holder)}); "
-                    f"appends to one array take turns. Retry later, or remove {self.key!r} if that append is known to "
-                    "be dead (a lease also lapses by itself when its holder stops renewing it)",
-                    store=self.store.url,
-                    path=self.path,
-                )
-            policy.wait(attempt)
-        self._version = self._cas.get_versioned([self.key])[self.key].version
+        """Take the lease (waiting while another live append holds it) and start renewing it.
+
+        A lapsed lease is taken over by a conditional write on its version, so two waiters cannot both take it;
+        a lapsed lease that records a commit in progress (its holder stalled or died between the commits of a
+        dataset append) is completed first (:func:`roll_forward`), under the new lease."""
+        taken: dict[str, Any] = {}
+
+        def step(got: Mapping[str, Versioned]) -> dict[str, bytes]:
+            current = got[self.key]
+            holder = parse_lease(current.value)
+            if current.value is not None and float(holder.get("expires", 0)) >= time.time():
+                taken["holder"] = holder
+                raise Again
+            taken["holder"] = holder if current.value is not None else {}
+            return {self.key: self._document(holder.get("intent"))}
+
+        transact(
+            self._cas, [self.key], step, exhausted=self._waited_too_long,
+            policy=RetryPolicy(attempts=1 << 30, base_delay=0.005, max_delay=0.5),
+            deadline=time.monotonic() + self.wait,
+        )  # fmt: skip
+        holder = taken["holder"]
+        if holder:
+            _log.warning("%s /%s: took over the lapsed append lease of %s", self.store.url, self.path, _who(holder))
+        if holder.get("intent"):
+            roll_forward(self.store, holder["intent"])
+            _log.warning("%s /%s: completed the commit that append left unfinished", self.store.url, self.path)
+            self._cas.set_if_unchanged({self.key: (self._document(), self._read_version())})
+        self._version = self._read_version()
         self._thread = threading.Thread(target=self._renew, name="zarr_dask_lease", daemon=True)
         self._thread.start()
         return self
+
+    def _read_version(self) -> object:
+        return self._cas.get_versioned([self.key])[self.key].version
+
+    def _waited_too_long(self, keys: Sequence[str], attempts: int) -> WriteConflictError:
+        holder = parse_lease(self._cas.get_versioned([self.key])[self.key].value)
+        return WriteConflictError(
+            f"another append to this array has been in progress for over {self.wait:g} s ({_who(holder)}); "
+            f"appends to one array take turns. Retry later, or remove {self.key!r} if that append is known to "
+            "be dead (a lease also lapses by itself when its holder stops renewing it)",
+            store=self.store.url,
+            path=self.path,
+        )
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl / 3):
             try:
                 won = self._cas.set_if_unchanged({self.key: (self._document(), self._version)})[self.key]
-                if not won:  # released by the commit (maybe on another worker) or taken over: stop
+                if not won:  # committing (the commit marks the lease), released, or taken over: stop
                     return
                 now = self._cas.get_versioned([self.key])[self.key]
-                if now.value is None or _parse(now.value).get("owner") != self.token:
+                if now.value is None or parse_lease(now.value).get("owner") != self.token:
                     return  # released right after the renewal: never bring it back
                 self._version = now.version
             except Exception as exc:  # a transient store error: try again at the next tick
@@ -135,15 +214,27 @@ class AppendLease:
         release_lease(self.store, self.path, self.token)
 
     def release_with(self, owner: Any) -> None:
-        """Release the lease when ``owner`` (a lazy append's dask object) is garbage collected, if the append's
-        own commit has not released it first."""
-        weakref.finalize(owner, release_lease, self.store, self.path, self.token, self._stop)
+        """Stop renewing the lease when ``owner`` (a lazy append's dask object) is garbage collected: a lease
+        that is never committed then lapses after ``ttl`` seconds, so a lazy append that was dropped without
+        being computed holds up other appends at most that long. It is not deleted then: the computation may
+        still be running (``client.compute(append(...))`` drops the object at once), and it commits unless
+        another append took the lapsed lease over meanwhile, which fences it off (see the module docstring)."""
+        weakref.finalize(owner, self._stop.set)
 
     def __enter__(self) -> AppendLease:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def roll_forward(store: Store, intent: Mapping[str, Any]) -> None:
+    """Complete a commit recorded in a lease (:func:`~zarr_dask.core.commit.mark_commit`) whose holder stalled or died: every array
+    document goes from ``expected`` to ``new`` (already ``new``: nothing to do; changed otherwise: left alone),
+    then the documents ``after`` (consolidated metadata) are written."""
+    from zarr_dask.core.commit import apply_intent
+
+    apply_intent(store, intent, mine=False)
 
 
 def release_lease(store: Store, path: str, token: str, stop: threading.Event | None = None) -> None:
@@ -155,15 +246,16 @@ def release_lease(store: Store, path: str, token: str, stop: threading.Event | N
     if cas is None:
         return
     key = lease_key(path)
-    for _ in range(16):
-        current = cas.get_versioned([key])[key]
-        if current.value is None or _parse(current.value).get("owner") != token:
-            return
-        if cas.set_if_unchanged({key: (None, current.version)})[key]:
-            return
+
+    def step(got: Mapping[str, Versioned]) -> dict[str, None]:
+        return {key: None} if parse_lease(got[key].value).get("owner") == token else {}
+
+    transact(cas, [key], step, exhausted=lambda keys, n: WriteConflictError(
+        f"the append lease {key!r} kept changing while this append released it", store=store.url, path=path))
 
 
-def _parse(value: bytes | None) -> dict[str, Any]:
+def parse_lease(value: bytes | None) -> dict[str, Any]:
+    """A lease document as a dict (``{}``: no lease, or one that cannot be read)."""
     if value is None:
         return {}
     try:
@@ -173,7 +265,7 @@ def _parse(value: bytes | None) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _who(holder: dict[str, Any]) -> str:
+def _who(holder: Mapping[str, Any]) -> str:
     if not holder:
         return "holder unknown"
     expires = float(holder.get("expires", 0))

@@ -35,6 +35,7 @@ from zarr_dask.spec import json as zjson
 from zarr_dask.spec.consolidated import ConsolidatedMetadata, parse_consolidated_v2
 from zarr_dask.spec.paths import key_prefix, parent_paths, validate_node_path
 from zarr_dask.store import Store
+from zarr_dask.store.versioned import conditional
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 GroupMetadata = GroupMetadataV2 | GroupMetadataV3
@@ -276,9 +277,32 @@ def write_node(
         delete_node(store, path)
     found = check_parents(store, path, None, extra_keys)
     ensure_parents(store, path, zarr_format)
-    store.set_many(documents(path, metadata))
+    if overwrite:
+        store.set_many(documents(path, metadata))
+    else:
+        create_documents(store, path, documents(path, metadata))
     _log.debug("%s /%s: created %s (zarr_format %d)", store.url, path, type(metadata).__name__, zarr_format)
     return found
+
+
+def create_documents(store: Store, path: str, docs: Mapping[str, bytes]) -> None:
+    """Write a new node's documents only where absent (one batched conditional create on stores that make
+    conditional writes), so two creators racing for one path cannot both succeed with different nodes: a
+    document another creator wrote first with the same bytes is fine (creating the same node is idempotent),
+    any other is :func:`existing_node_error`."""
+    cas = conditional(store)
+    if cas is None:
+        store.set_many(docs)
+        return
+    won = cas.set_if_unchanged({k: (v, None) for k, v in docs.items()})
+    lost = [k for k, ok in won.items() if not ok]
+    if not lost:
+        return
+    current = store.get_many(lost)
+    if all(current.get(k) == docs[k] for k in lost):
+        return
+    node = read_node(store, path)
+    raise existing_node_error(store, path, node if node is not None else empty_group(3))
 
 
 def delete_node(store: Store, path: str) -> None:

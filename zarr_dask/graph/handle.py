@@ -25,6 +25,7 @@ from zarr_dask.core.indexing import (
     finalize_output,
     normalize_selection,
 )
+from zarr_dask.core.lease import Fence
 from zarr_dask.errors import ZarrDaskError
 from zarr_dask.graph import buffers
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV3
@@ -66,7 +67,7 @@ class ArrayHandle:
     array([5, 9], dtype=int16)
     """
 
-    __slots__ = ("__dict__", "allow_unsafe_codecs", "metadata", "path", "store", "write_empty_chunks")
+    __slots__ = ("__dict__", "allow_unsafe_codecs", "fence", "fresh", "metadata", "path", "store", "write_empty_chunks")
 
     def __init__(
         self,
@@ -76,16 +77,22 @@ class ArrayHandle:
         *,
         allow_unsafe_codecs: bool = False,
         write_empty_chunks: bool = False,
+        fence: Fence | None = None,
+        fresh: bool = False,
     ) -> None:
         self.store = store
         self.path = path
         self.metadata = metadata
         self.allow_unsafe_codecs = bool(allow_unsafe_codecs)
         self.write_empty_chunks = bool(write_empty_chunks)
+        self.fence = fence
+        self.fresh = bool(fresh)
 
     # ------------------------------------------------------------------ identity, pickling, tokens
     def _config(self) -> tuple[Any, ...]:
-        return (self.store, self.path, self.metadata, self.allow_unsafe_codecs, self.write_empty_chunks)
+        return (
+            self.store, self.path, self.metadata, self.allow_unsafe_codecs, self.write_empty_chunks, self.fence, self.fresh
+        )  # fmt: skip
 
     def __dask_tokenize__(self) -> tuple[Hashable, ...]:
         return (
@@ -95,6 +102,8 @@ class ArrayHandle:
             self.metadata.__dask_tokenize__(),
             self.allow_unsafe_codecs,
             self.write_empty_chunks,
+            self.fence,
+            self.fresh,
         )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -119,6 +128,8 @@ class ArrayHandle:
             self.metadata,
             allow_unsafe_codecs=self.allow_unsafe_codecs,
             write_empty_chunks=self.write_empty_chunks,
+            fence=self.fence,
+            fresh=self.fresh,
         )
 
     @property
@@ -235,20 +246,22 @@ def shutdown_read_pools() -> int:
 
 
 def _rebuild(
-    store: Store, path: str, metadata: ArrayMetadata, allow_unsafe_codecs: bool, write_empty_chunks: bool
-) -> ArrayHandle:
+    store: Store, path: str, metadata: ArrayMetadata, allow_unsafe_codecs: bool, write_empty_chunks: bool,
+    fence: Fence | None = None, fresh: bool = False,
+) -> ArrayHandle:  # fmt: skip
     """Unpickle: reuse the handle (and so its codec pipeline) already built in this process."""
-    key = (store, path, metadata, allow_unsafe_codecs, write_empty_chunks)
+    key = (store, path, metadata, allow_unsafe_codecs, write_empty_chunks, fence, fresh)
+    options: dict[str, Any] = {
+        "allow_unsafe_codecs": allow_unsafe_codecs, "write_empty_chunks": write_empty_chunks, "fence": fence, "fresh": fresh
+    }  # fmt: skip
     if isinstance(store, MemoryStore):  # pickles its contents: a cached copy could be stale
-        return ArrayHandle(*key[:3], allow_unsafe_codecs=allow_unsafe_codecs, write_empty_chunks=write_empty_chunks)
+        return ArrayHandle(store, path, metadata, **options)
     with _CACHE_LOCK:
         handle = _CACHE.get(key)
         if handle is not None:
             _CACHE.move_to_end(key)
             return handle
-        handle = ArrayHandle(
-            store, path, metadata, allow_unsafe_codecs=allow_unsafe_codecs, write_empty_chunks=write_empty_chunks
-        )
+        handle = ArrayHandle(store, path, metadata, **options)
         _CACHE[key] = handle
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)

@@ -18,8 +18,7 @@ from dask.base import tokenize
 
 from zarr_dask import config
 from zarr_dask.core import nodes
-from zarr_dask.core.commit import commit_metadata as commit_node
-from zarr_dask.core.commit import incomplete_append
+from zarr_dask.core.commit import commit_held, incomplete_append
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
 from zarr_dask.graph import buffers
@@ -166,7 +165,8 @@ def commit_metadata(
     with _exclusive(store, path, consolidated):
         extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []
         expected = nodes.parse_node(old, path, store)
-        written, current = commit_node(store, path, expected, handle.metadata, extra_keys=extra, what="append")
+        held = (path, lease) if lease is not None else None  # fenced: committed only while the lease is this append's
+        written, current = commit_held(store, held, path, expected, handle.metadata, extra_keys=extra)
         try:
             _refresh(handle, written, consolidated, prefetched=current)
         except Exception as exc:

@@ -16,6 +16,7 @@ import numpy as np
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.create import build_array_metadata
+from zarr_dask.core.lease import Fence
 from zarr_dask.errors import (
     ArrayNotFoundError,
     IndexingError,
@@ -183,8 +184,10 @@ def resolve_target(
     overwrite: bool,
     region: Any,
     kwargs: Mapping[str, Any],
+    fence: Fence | None = None,
 ) -> Target:
-    """Work out what :func:`~zarr_dask.to_zarr` will write, without writing."""
+    """Work out what :func:`~zarr_dask.to_zarr` will write, without writing; ``fence``: a region of a dataset
+    append written under its group's lease (see :mod:`zarr_dask.core.lease`)."""
     create, io = _split_kwargs(kwargs)
     store, path, existing = _locate(url, component, storage_options, region)
     check_chunks_known(arr, store, path)
@@ -194,7 +197,7 @@ def resolve_target(
                 f"{sorted(create) + (['overwrite'] if overwrite else [])} describe a new array, but the write goes "
                 "into an existing one (region= or an opened Array); drop them"
             )
-        handle = ArrayHandle(store, path, existing, **io)
+        handle = ArrayHandle(store, path, existing, fence=fence, **io)
         try:
             offsets = region_offsets(region, tuple(arr.shape), handle.shape)
         except ZarrDaskError as e:
@@ -216,7 +219,7 @@ def _new_target(
         metadata = _build_metadata(arr, create)
     except ZarrDaskError as e:
         raise _fail(e, store, path) from None
-    handle = ArrayHandle(store, path, metadata, **io)
+    handle = ArrayHandle(store, path, metadata, fresh=True, **io)  # its edge keys: created only if absent
     try:
         handle.io.pipeline  # noqa: B018 - unknown or unsafe codecs fail here, before anything is written
     except ZarrDaskError as e:

@@ -9,6 +9,8 @@ distributed workers are cheap and a retried task rewrites exactly the same bytes
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import math
 import operator
@@ -18,13 +20,12 @@ from typing import Any, cast
 import numpy as np
 from dask.array.core import Array as DaskArray
 from dask.base import tokenize
-from dask.delayed import delayed
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
-from zarr_dask.core.lease import AppendLease
-from zarr_dask.errors import ArrayNotFoundError, IndexingError, UnsupportedFeatureError
+from zarr_dask.core.lease import AppendLease, Fence
+from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError, UnsupportedFeatureError
 from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
@@ -285,9 +286,9 @@ def to_zarr(
 def _write(
     arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any,
     compute: bool, return_stored: bool, overwrite: bool, consolidated: bool | None, kwargs: Mapping[str, Any],
-    as_array: bool,
+    as_array: bool, fence: Fence | None = None,
 ) -> Any:  # fmt: skip
-    target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
+    target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
     if compute:
         check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
     if target.action in ("create", "overwrite"):
@@ -304,14 +305,16 @@ def to_zarr_delayed(
     *,
     overwrite: bool = False,
     consolidated: bool | None = None,
+    fence: Fence | None = None,
     **kwargs: Any,
 ) -> Any:
     """:func:`to_zarr` with ``compute=False``, returning a :class:`~dask.delayed.Delayed` that computes to
-    the number of keys written (for callers that combine writes, like the xarray backend)."""
+    the number of keys written (for callers that combine writes, like the xarray backend); ``fence``: the
+    region is a dataset append's, written under its group's append lease."""
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     return _write(arr, url, component, storage_options, region, False, False, overwrite, consolidated, kwargs,
-                  as_array=False)  # fmt: skip
+                  as_array=False, fence=fence)  # fmt: skip
 
 
 _MODES = ("a", "w", "w-", "r+")
@@ -336,7 +339,11 @@ def _mode(
     return overwrite or mode == "w", region
 
 
-def _append_target(arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any]) -> Target:
+def _append_target(
+    arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any], fence: Fence | None = None
+) -> Target:
+    """The target of an append; ``fence``: the lease's, carried into every writer task (see
+    :mod:`zarr_dask.core.lease`)."""
     stray = sorted(set(kwargs) - IO_OPTIONS)
     if stray:
         raise TypeError(f"{stray} describe a new array, but {array!r} exists; drop them")
@@ -362,7 +369,7 @@ def _append_target(arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str,
     metadata = grown_metadata(array.metadata, axis, arr.shape[axis], arr.chunks[axis])
     old = array.store.get_many(list(nodes.documents(array.path, array.metadata)))
     return Target(
-        handle=ArrayHandle(array.store, array.path, metadata, **io),
+        handle=ArrayHandle(array.store, array.path, metadata, fence=fence, **io),
         offsets=tuple(shape[axis] if d == axis else 0 for d in range(len(shape))),
         action="append",
         documents=nodes.documents(array.path, metadata),
@@ -429,12 +436,9 @@ def append(
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     array = _open_for_append(url, component, storage_options)
-    if array is None:
-        if compute:
-            to_zarr(arr, url, component, storage_options, consolidated=consolidated, **kwargs)
-            return tuple(arr.shape)
-        created = to_zarr_delayed(arr, url, component, storage_options, consolidated=consolidated, **kwargs)
-        return cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
+    if array is None:  # create it empty along the axis (exclusively: a racing creator's array is kept), then append
+        array = _create_empty(arr, url, component, storage_options, axis, kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k in IO_OPTIONS}
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
@@ -443,7 +447,7 @@ def append(
     try:
         array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
         check_no_incomplete_append(array.store, array.path, array.metadata)
-        target = _append_target(arr, array, axis, kwargs)
+        target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
         if compute:
             return result.compute()
@@ -453,8 +457,30 @@ def append(
     finally:
         if compute:
             lease.release()
-    lease.release_with(result)  # a lazy append never computed gives its turn back when it is dropped
+    lease.release_with(result)  # a lazy append never computed: its lease lapses after the TTL once dropped
     return result
+
+
+def _create_empty(
+    arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, axis: Any,
+    kwargs: Mapping[str, Any],
+) -> Array:  # fmt: skip
+    """The first append to a missing array: create it with length 0 along ``axis`` (its metadata written only
+    if absent); if another writer created it first, that array is appended to."""
+    target = resolve_target(arr, url, component, storage_options, False, None, kwargs)
+    h = target.handle
+    try:
+        ax = operator.index(axis) % max(1, arr.ndim)
+    except TypeError:
+        ax = 0
+    empty = dataclasses.replace(h.metadata, shape=tuple(0 if d == ax else n for d, n in enumerate(h.metadata.shape)))
+    check_in_process(h.store)
+    with contextlib.suppress(ContainsArrayError):  # created by another writer meanwhile: append to it
+        nodes.write_node(h.store, h.path, empty, known_absent=True)
+    opened = _open_for_append(h.store, h.path, None)
+    if opened is None:
+        raise ArrayNotFoundError("the array was removed while this append created it", store=h.store.url, path=h.path)
+    return opened
 
 
 def _shape_after(_: Any, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -28,7 +28,7 @@ import numpy as np
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.chunk_io import is_fill
-from zarr_dask.core.commit import commit_metadata
+from zarr_dask.core.commit import apply_intent, commit_intent, commit_metadata, mark_commit
 from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
@@ -182,7 +182,7 @@ def _is_dask(data: Any) -> bool:
     return hasattr(data, "dask") and hasattr(data, "chunks")
 
 
-def _data_write(w: VarWrite, store: Store) -> Delayed:
+def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None) -> Delayed:
     if not w.metadata.shape:
         from dask.delayed import delayed
 
@@ -193,6 +193,8 @@ def _data_write(w: VarWrite, store: Store) -> Delayed:
         return delayed(_write_scalar, pure=False)(data, store, dataclasses.replace(w, data=None))  # type: ignore[no-any-return]
     target = Array(store, w.path, w.metadata)
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
+    if lease is not None and w.action == "append" and w.old_metadata is not None:  # under the group's lease
+        kwargs["fence"] = lease.fence(w.old_metadata.shape)
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
     return graph_to_zarr(_as_dask(w, store), target, region=w.region, consolidated=False, **kwargs)  # type: ignore[no-any-return]
 
@@ -207,14 +209,23 @@ def _commit(
 ) -> DatasetWriteResult:
     """After the data: commit the grown arrays' metadata by compare-and-swap (each only if it is still what the
     plan saw; attribute changes made meanwhile are kept), write the remaining documents (consolidated
-    metadata), release the append lease (``lease``: ``(group path, token)``)."""
-    for path, (old, new) in expected.items():
-        commit_metadata(store, path, old, new, what="append")
+    metadata), release the append lease (``lease``: ``(group path, token)``).
+
+    Under a lease the whole commit is first recorded in it (:func:`~zarr_dask.core.commit.mark_commit`, fenced):
+    if this process stalls or dies between two of its writes, whoever takes the lease over completes it. The
+    consolidated metadata, written last, is the commit point readers with default options see: every variable
+    grown, or none."""
     rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
-    if rest:
-        store.set_many(rest)
-    if lease is not None:
-        release_lease(store, *lease)
+    if lease is None:  # a store without leases: each array only if it is still what the plan saw
+        for path, (old, new) in expected.items():
+            commit_metadata(store, path, old, new, what="append")
+        if rest:
+            store.set_many(rest)
+        return result
+    intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
+    mark_commit(store, *lease, intent)
+    apply_intent(store, intent, mine=True)
+    release_lease(store, *lease)
     return result
 
 
@@ -265,9 +276,9 @@ def execute(
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
         from dask.base import compute as dask_compute
 
-        dask_compute(*[_data_write(w, store) for w in todo if not _is_dask(w.data)])  # type: ignore[no-untyped-call]
+        dask_compute(*[_data_write(w, store, lease) for w in todo if not _is_dask(w.data)])  # type: ignore[no-untyped-call]
         todo = [w for w in todo if _is_dask(w.data)]
-    writes = [_data_write(w, store) for w in todo]
+    writes = [_data_write(w, store, lease) for w in todo]
     final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
     if not compute:
         if lease is not None:
