@@ -280,29 +280,34 @@ def write_node(
     if overwrite:
         store.set_many(documents(path, metadata))
     else:
-        create_documents(store, path, documents(path, metadata))
+        create_documents(store, path, documents(path, metadata), strict=is_array(metadata))
     _log.debug("%s /%s: created %s (zarr_format %d)", store.url, path, type(metadata).__name__, zarr_format)
     return found
 
 
-def create_documents(store: Store, path: str, docs: Mapping[str, bytes]) -> None:
-    """Write a new node's documents only where absent (one batched conditional create on stores that make
-    conditional writes), so two creators racing for one path cannot both succeed with different nodes: a
-    document another creator wrote first with the same bytes is fine (creating the same node is idempotent),
-    any other is :func:`existing_node_error`."""
+def create_documents(store: Store, path: str, docs: Mapping[str, bytes], *, strict: bool = True) -> None:
+    """Write a new node's documents only where absent (conditional creates on stores that make conditional
+    writes), so two creators racing for one path cannot both succeed: the loser gets
+    :func:`existing_node_error` and has written nothing. The node's main document (``zarr.json``,
+    ``.zarray``, ``.zgroup``) goes first. ``strict=False`` (groups, hierarchy specs: no data) takes a document
+    another creator wrote first with the same bytes as created (creating the same node twice is idempotent)."""
     cas = conditional(store)
     if cas is None:
         store.set_many(docs)
         return
-    won = cas.set_if_unchanged({k: (v, None) for k, v in docs.items()})
-    lost = [k for k, ok in won.items() if not ok]
-    if not lost:
-        return
-    current = store.get_many(lost)
-    if all(current.get(k) == docs[k] for k in lost):
-        return
-    node = read_node(store, path)
-    raise existing_node_error(store, path, node if node is not None else empty_group(3))
+    main = [k for k in docs if k.rsplit("/", 1)[-1] in (V3_DOC, ".zarray", ".zgroup")][:1]
+    for batch in (main, [k for k in docs if k not in main]):
+        if not batch:
+            continue
+        won = cas.set_if_unchanged({k: (docs[k], None) for k in batch})
+        lost = [k for k, ok in won.items() if not ok]
+        if not lost:
+            continue
+        current = store.get_many(lost)
+        if (not strict or batch is not main) and all(current.get(k) == docs[k] for k in lost):
+            continue
+        node = read_node(store, path)
+        raise existing_node_error(store, path, node if node is not None else empty_group(3))
 
 
 def delete_node(store: Store, path: str) -> None:

@@ -138,6 +138,27 @@ def _should_consolidate(state: StoreState, plans: list[GroupPlan], consolidated:
     return True
 
 
+def _write_upfront(store: Store, plans: list[GroupPlan], upfront: dict[str, bytes]) -> None:
+    """Write the documents that do not depend on the data. Nodes this write creates are created only if absent
+    (:func:`~zarr_dask.core.nodes.create_documents`), first: the group of a ``mode="w-"`` write, then every new
+    array, so of two writers racing to create the same dataset one fails with ``ContainsGroupError`` /
+    ``ContainsArrayError`` before it wrote anything of its own, never both "succeed"."""
+    exclusive: list[tuple[str, dict[str, bytes], bool]] = []
+    for plan in plans:
+        if plan.exclusive and plan.group is not None:
+            exclusive.append((plan.path, nodes.documents(plan.path, plan.group), True))
+        exclusive += [(w.path, nodes.documents(w.path, w.metadata), True) for w in plan.writes if w.action == "create"]
+    rest = dict(upfront)
+    for path, docs, strict in exclusive:
+        mine = {k: rest[k] for k in docs if k in rest}
+        if mine:
+            nodes.create_documents(store, path, mine, strict=strict)
+            for k in mine:
+                del rest[k]
+    if rest:
+        store.set_many(rest)
+
+
 # ------------------------------------------------------------------------------------------- data
 def _as_dask(w: VarWrite, store: Store) -> Any:
     import dask.array as da
@@ -264,7 +285,7 @@ def execute(
         if plan.replace:
             store.delete_prefix(key_prefix(plan.path))
     if upfront:
-        store.set_many(upfront)
+        _write_upfront(store, plans, upfront)
     result = DatasetWriteResult(
         store=store.url,
         groups=tuple(p.path for p in plans),

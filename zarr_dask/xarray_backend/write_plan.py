@@ -114,6 +114,7 @@ class GroupPlan:
     group: GroupMetadataV2 | GroupMetadataV3 | None  # the new group document (None: left as is)
     replace: bool  # mode "w": the group's old content is deleted first
     writes: list[VarWrite] = field(default_factory=list)
+    exclusive: bool = False  # mode "w-": the group document is created only if absent, or the write fails
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,6 +339,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
         zarr_format=fmt,
         group=None if opts.mode == "r+" else _group_metadata(fmt, attrs, None if opts.mode == "w" else state.group(path)),
         replace=opts.mode == "w",
+        exclusive=opts.mode == "w-",
     )
     for name in names:
         if name not in old:
