@@ -1,0 +1,127 @@
+"""A writer process for ``test_fencing.py``: one append, region write or dataset append, as a separate process
+that the test can stop (SIGSTOP) past its lease and resume (SIGCONT), or that stops or kills itself at a chosen
+point.
+
+Usage: ``python _fence_worker.py '<json job>'``. The job names ``op`` (``append``, ``region``, ``xr_append``,
+``xr_create``), ``url``, ``options`` (fsspec storage options), ``value`` (the writer's mark), ``rows`` and, for
+a region, ``start``; ``pause`` (``"write"``: stop itself at its first data write; ``"commit"``: at its commit),
+``die_after_commits`` (``os._exit`` after that many array documents were committed) and ``nofence`` (the
+control: fencing switched off, as before it existed). Prints ``ready`` before writing, then one JSON line:
+``{"ok": true, ...}`` or ``{"ok": false, "error": "<class>", "message": "..."}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def _stop_once(target: Any, name: str) -> None:
+    original = getattr(target, name)
+    state = {"done": False}
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not state["done"]:
+            state["done"] = True
+            print("paused", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return original(*args, **kwargs)
+
+    setattr(target, name, wrapper)
+
+
+def _die_after(n: int) -> None:
+    from zarr_dask.core import commit
+
+    original = commit.commit_metadata
+    count = {"n": 0}
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        count["n"] += 1
+        if count["n"] >= n:
+            os._exit(9)
+        return out
+
+    commit.commit_metadata = wrapper  # type: ignore[assignment]
+
+
+def _fencing_off() -> None:
+    """The control: writes and commits as before fencing (no fence in the writer tasks, no commit record)."""
+    from zarr_dask.core import commit, lease
+    from zarr_dask.graph import layers
+    from zarr_dask.xarray_backend import to_zarr
+
+    def unfenced_commit(store: Any, held: Any, path: str, expected: Any, new: Any, **kwargs: Any) -> Any:
+        return commit.commit_metadata(store, path, expected, new, **kwargs)
+
+    lease.AppendLease.fence = lambda self, committed: None  # type: ignore[assignment,method-assign,return-value]
+    commit.mark_commit = lambda *a, **k: None  # type: ignore[assignment]
+    to_zarr.mark_commit = lambda *a, **k: None  # type: ignore[assignment]
+    layers.commit_held = unfenced_commit  # type: ignore[assignment]
+
+
+def _dataset(value: int, rows: int, start: int) -> Any:
+    import xarray as xr
+
+    time = np.arange(start, start + rows, dtype="i8")
+    return xr.Dataset(
+        {
+            "a": (("time", "x"), np.full((rows, 3), value, "i4")),
+            "b": (("time",), np.full(rows, value, "f8")),
+        },
+        coords={"time": time},
+    )
+
+
+def main(job: dict[str, Any]) -> dict[str, Any]:
+    import dask
+    import dask.array as da
+
+    import zarr_dask
+    from zarr_dask.core import commit
+    from zarr_dask.graph.handle import ArrayHandle
+
+    dask.config.set(scheduler="threads")
+    if job.get("nofence"):
+        _fencing_off()
+    if job.get("pause") == "write":
+        _stop_once(ArrayHandle, "write_box")
+    elif job.get("pause") == "commit":
+        _stop_once(commit, "commit_metadata")
+    if job.get("die_after_commits"):
+        _die_after(int(job["die_after_commits"]))
+    url, options, value, rows = job["url"], job.get("options"), int(job["value"]), int(job["rows"])
+    data = da.full((rows, 3), value, dtype="i4", chunks=(3, 3))
+    print("ready", flush=True)
+    sys.stdin.readline()  # the test says when to go
+    op = job["op"]
+    if op == "append":
+        return {"shape": list(zarr_dask.append(data, url, storage_options=options))}
+    if op == "region":
+        start = int(job["start"])
+        zarr_dask.to_zarr(data, url, storage_options=options, region=(slice(start, start + rows),))
+        return {}
+    if op == "resize":
+        a = zarr_dask.open_array(url, storage_options=options, mode="r+")
+        a.resize((a.shape[0] + rows, 3))
+        return {"shape": list(a.shape)}
+    ds = _dataset(value, rows, int(job.get("start", 0)))
+    if op == "xr_append":
+        zarr_dask.to_zarr_dataset(ds, url, storage_options=options, append_dim="time")
+    else:  # xr_create
+        zarr_dask.to_zarr_dataset(ds, url, storage_options=options, mode="w-")
+    return {}
+
+
+if __name__ == "__main__":
+    try:
+        out = {"ok": True, **main(json.loads(sys.argv[1]))}
+    except Exception as exc:  # reported to the test, which checks the class
+        out = {"ok": False, "error": type(exc).__name__, "message": str(exc)}
+    print(json.dumps(out), flush=True)

@@ -1,0 +1,305 @@
+"""Writers that stall, plans gone stale, creators that race: nothing another writer committed is destroyed.
+
+Writers run as separate processes (``_fence_worker.py``) on local files and on the moto S3 server. An
+appender is stopped with SIGSTOP for longer than its lease's time to live (short here) while another writer
+appends, resizes or appends a dataset, then resumed; region writes are stopped or computed late; creators race;
+a dataset append is killed between two commits while a reader polls. Every test checks the whole array
+against what each writer reported: the committed rows of every writer that succeeded are there exactly once and
+unchanged, a writer that was fenced off reports ``FencedWriteError`` and left no committed row changed. The
+control runs the same scenario with fencing switched off in the worker and shows that the check catches the
+loss. ``make test`` runs fixed seeds; ``make test-slow`` (``ZD_SLOW=1``) 100 random moments per scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import zarr_dask
+
+WORKER = str(Path(__file__).with_name("_fence_worker.py"))
+TTL = 0.6
+BASE_ROWS = 10
+QUICK_SEEDS = [0, 1]
+SLOW_SEEDS = list(range(100, 200))
+
+
+class Writer:
+    """One writer process: started at once, waiting for :meth:`go`."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        env = {**os.environ, "ZARR_DASK_APPEND_LEASE_TTL": str(TTL)}
+        self.proc = subprocess.Popen(
+            [sys.executable, WORKER, json.dumps(job)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert self._line() == "ready"
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def go(self) -> Writer:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return self
+
+    def wait_paused(self) -> None:
+        """Until the worker has stopped itself (SIGSTOP at its hook)."""
+        assert self._line() == "paused"
+        deadline = time.monotonic() + 30
+        while _state(self.proc.pid) != "T":
+            assert time.monotonic() < deadline, "the worker did not stop"
+            time.sleep(0.01)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def result(self) -> dict[str, Any]:
+        out, _ = self.proc.communicate(timeout=120)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            return {"ok": False, "error": f"exit {self.proc.returncode}", "message": out}
+        return dict(json.loads(lines[-1]))
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture(params=["local", "s3"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None]:
+    if request.param == "local":
+        return str(tmp_path / "fenced.zarr"), None
+    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+
+
+def _base(url: str, options: dict[str, Any] | None) -> np.ndarray:
+    base = np.arange(BASE_ROWS * 3, dtype="i4").reshape(BASE_ROWS, 3) % 50
+    a = zarr_dask.create_array(url, storage_options=options, shape=base.shape, dtype="i4", chunks=(4, 3), fill_value=-1,
+                               overwrite=True)  # fmt: skip
+    a[:] = base
+    return base
+
+
+def _check_appends(final: np.ndarray, base: np.ndarray, results: dict[int, tuple[int, dict[str, Any]]]) -> int:
+    """Committed data lost or changed: the base rows must be intact, every successful writer's rows (its
+    value) present once, contiguous, and nothing else beyond the base. Returns the number of wrong elements."""
+    wrong = int((final[: len(base)] != base).sum())
+    rest = final[len(base) :]
+    ok = {v: rows for v, (rows, r) in results.items() if r["ok"]}
+    expected_len = sum(ok.values())
+    if len(rest) != expected_len:
+        return wrong + abs(len(rest) - expected_len) * 3 + 1
+    for v, rows in ok.items():
+        where = np.flatnonzero((rest == v).all(axis=1))
+        if len(where) != rows or (rows and where[-1] - where[0] != rows - 1):
+            wrong += abs(rows - len(where)) * 3 + 1
+    known = np.isin(rest, list(ok))
+    return wrong + int((~known).sum())
+
+
+def _run(url: str, options: dict[str, Any] | None, job: dict[str, Any]) -> Writer:
+    return Writer({"url": url, "options": options, **job})
+
+
+# ----------------------------------------------------------------------------------------- appends
+@pytest.mark.parametrize("other", ["append", "resize"])
+def test_an_appender_stalled_past_its_lease_cannot_touch_what_the_next_one_committed(
+    target: tuple[str, dict[str, Any] | None], other: str
+) -> None:
+    url, options = target
+    base = _base(url, options)
+    a = _run(url, options, {"op": "append", "value": 101, "rows": 7, "pause": "write"}).go()
+    a.wait_paused()
+    time.sleep(TTL * 2.5)  # its lease lapses
+    b = _run(url, options, {"op": other, "value": 102, "rows": 5}).go()
+    rb = b.result()
+    assert rb["ok"], rb
+    if other == "resize":  # the resizer fills the rows it added
+        zarr_dask.to_zarr(da.full((5, 3), 102, dtype="i4", chunks=2), url, storage_options=options,
+                          region=(slice(BASE_ROWS, BASE_ROWS + 5),))  # fmt: skip
+    a.signal(signal.SIGCONT)
+    ra = a.result()
+    assert not ra["ok"] and ra["error"] == "FencedWriteError", ra
+    assert "nothing another writer committed was changed" in ra["message"]
+    final = zarr_dask.open_array(url, storage_options=options)[:]
+    assert _check_appends(final, base, {101: (7, ra), 102: (5, rb)}) == 0
+
+
+def test_the_check_catches_the_loss_when_fencing_is_switched_off(tmp_path: Path) -> None:
+    """The control: the same stalled appender, fencing switched off in its process: it writes its planned rows
+    over the rows the other appender committed, and the check above sees it."""
+    url = str(tmp_path / "control.zarr")
+    base = _base(url, None)
+    a = _run(url, None, {"op": "append", "value": 101, "rows": 7, "pause": "write", "nofence": True}).go()
+    a.wait_paused()
+    time.sleep(TTL * 2.5)
+    rb = _run(url, None, {"op": "append", "value": 102, "rows": 5}).go().result()
+    a.signal(signal.SIGCONT)
+    ra = a.result()
+    assert rb["ok"] and not ra["ok"], ra  # the stalled one fails -- but only after it overwrote the other's rows
+    final = zarr_dask.open_array(url)[:]
+    assert _check_appends(final, base, {101: (7, ra), 102: (5, rb)}) > 0
+    assert (final[BASE_ROWS:] == 101).any()
+
+
+def _random_pause_case(url: str, options: dict[str, Any] | None, seed: int, other: str) -> int:
+    rng = np.random.default_rng(seed)
+    base = _base(url, options)
+    first = {"op": "append", "value": 101, "rows": int(rng.integers(20, 200))}
+    a = _run(url, options, first)
+    b = _run(url, options, {"op": other, "value": 102, "rows": int(rng.integers(1, 9))})
+    a.go()
+    time.sleep(float(rng.uniform(0.0, 0.25)))  # somewhere in its append: planning, writing or committing
+    a.signal(signal.SIGSTOP)
+    time.sleep(TTL * 2.5)
+    rb = b.go().result()
+    a.signal(signal.SIGCONT)
+    ra = a.result()
+    for r in (ra, rb):
+        assert r["ok"] or r["error"] in ("FencedWriteError", "WriteConflictError"), r
+    final = zarr_dask.open_array(url, storage_options=options)[:]
+    results = {101: (first["rows"], ra), 102: (len(final) - BASE_ROWS - (first["rows"] if ra["ok"] else 0), rb)}
+    return _check_appends(final, base, results)
+
+
+@pytest.mark.parametrize("seed", QUICK_SEEDS)
+def test_appenders_stopped_at_random_moments_lose_nothing(target: tuple[str, dict[str, Any] | None], seed: int) -> None:
+    assert _random_pause_case(*target, seed, "append") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_appenders_stopped_at_random_moments_lose_nothing_many(target: tuple[str, dict[str, Any] | None], seed: int) -> None:
+    assert _random_pause_case(*target, seed, "append") == 0
+
+
+# ----------------------------------------------------------------------------------- region writes
+def test_a_lazy_region_write_computed_after_an_append_keeps_the_appended_rows(
+    target: tuple[str, dict[str, Any] | None],
+) -> None:
+    url, options = target
+    zarr_dask.to_zarr(da.ones((9, 2), chunks=(4, 2)), url, storage_options=options, chunks=(4, 2))
+    w = zarr_dask.to_zarr(da.full((3, 2), 2.0, chunks=3), url, storage_options=options, region=(slice(6, 9),), compute=False)
+    zarr_dask.append(da.full((4, 2), 3.0, chunks=4), url, storage_options=options)
+    w.compute()
+    got = zarr_dask.open_array(url, storage_options=options)[:, 0]
+    np.testing.assert_array_equal(got, [1] * 6 + [2] * 3 + [3] * 4)
+
+
+def test_a_stalled_region_write_resumed_after_an_append_keeps_the_appended_rows(
+    target: tuple[str, dict[str, Any] | None],
+) -> None:
+    url, options = target
+    base = _base(url, options)
+    r = _run(url, options, {"op": "region", "value": 7, "rows": 4, "start": BASE_ROWS - 4, "pause": "write"}).go()
+    r.wait_paused()
+    zarr_dask.append(da.full((5, 3), 102, dtype="i4", chunks=5), url, storage_options=options)
+    r.signal(signal.SIGCONT)
+    assert r.result()["ok"]
+    expected = np.concatenate([base, np.full((5, 3), 102, "i4")])
+    expected[BASE_ROWS - 4 : BASE_ROWS] = 7
+    np.testing.assert_array_equal(zarr_dask.open_array(url, storage_options=options)[:], expected)
+
+
+# -------------------------------------------------------------------------------------- creation
+def test_two_first_appends_to_a_missing_array_both_land(target: tuple[str, dict[str, Any] | None]) -> None:
+    url, options = target
+    writers = [_run(url, options, {"op": "append", "value": v, "rows": n}) for v, n in ((1, 7), (2, 5))]
+    results = [w.go() for w in writers]
+    r1, r2 = (w.result() for w in results)
+    assert r1["ok"] and r2["ok"], (r1, r2)
+    final = zarr_dask.open_array(url, storage_options=options)[:]
+    assert _check_appends(final, final[:0], {1: (7, r1), 2: (5, r2)}) == 0
+
+
+def test_two_exclusive_dataset_writes_one_wins(target: tuple[str, dict[str, Any] | None]) -> None:
+    xr = pytest.importorskip("xarray")
+    url, options = target
+    writers = [_run(url, options, {"op": "xr_create", "value": v, "rows": 4}) for v in (1, 2)]
+    for w in writers:
+        w.go()
+    results = [w.result() for w in writers]
+    won = [r for r in results if r["ok"]]
+    lost = [r for r in results if not r["ok"]]
+    assert len(won) == 1 and len(lost) == 1, results
+    assert lost[0]["error"] in ("ContainsGroupError", "ContainsArrayError"), lost
+    winner = 1 if results[0]["ok"] else 2
+    ds = xr.open_dataset(url, engine="zarr_dask", storage_options=options)
+    assert (ds["a"].values == winner).all() and (ds["b"].values == winner).all()
+
+
+# ---------------------------------------------------------------------------------- dataset appends
+def _dataset_consistent(url: str, options: dict[str, Any] | None, engine: str = "zarr_dask") -> int:
+    import xarray as xr
+
+    with xr.open_dataset(url, engine=engine, storage_options=options) as ds:
+        sizes = {ds[name].shape[0] for name in ("a", "b", "time")}
+        assert len(sizes) == 1, f"variables disagree on the length of time: {sizes}"
+        return sizes.pop()
+
+
+def test_a_dataset_append_killed_between_commits_is_invisible_then_completed(
+    target: tuple[str, dict[str, Any] | None],
+) -> None:
+    pytest.importorskip("xarray")
+    url, options = target
+    first = _run(url, options, {"op": "xr_create", "value": 1, "rows": 4, "start": 0}).go().result()
+    assert first["ok"], first
+    killed = _run(url, options, {"op": "xr_append", "value": 2, "rows": 3, "start": 4, "die_after_commits": 1}).go()
+    assert not killed.result()["ok"]  # died after the first array's document
+    assert _dataset_consistent(url, options) == 4  # readers see the dataset as before the killed append
+    assert _dataset_consistent(url, options, engine="zarr") == 4  # xarray's own engine too
+    time.sleep(TTL * 2)  # its lease lapses; the next append completes the killed one first, then appends
+    after = _run(url, options, {"op": "xr_append", "value": 3, "rows": 2, "start": 7}).go().result()
+    assert after["ok"], after
+    import xarray as xr
+
+    with xr.open_dataset(url, engine="zarr_dask", storage_options=options) as ds:
+        np.testing.assert_array_equal(ds["time"].values, np.arange(9))
+        np.testing.assert_array_equal(ds["b"].values, [1] * 4 + [2] * 3 + [3] * 2)
+        np.testing.assert_array_equal(ds["a"].values[:, 0], [1] * 4 + [2] * 3 + [3] * 2)
+
+
+def test_a_reader_polling_during_dataset_appends_never_sees_variables_disagree(tmp_path: Path) -> None:
+    pytest.importorskip("xarray")
+    url = str(tmp_path / "polled.zarr")
+    assert _run(url, None, {"op": "xr_create", "value": 0, "rows": 3, "start": 0}).go().result()["ok"]
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(_dataset_consistent(url, None))
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        start = 3
+        for v in range(1, 5):
+            assert _run(url, None, {"op": "xr_append", "value": v, "rows": 2, "start": start}).go().result()["ok"]
+            start += 2
+    finally:
+        stop.set()
+        reader.join()
+    assert not errors, errors[0]
+    assert seen and seen == sorted(seen) and set(seen) <= {3, 5, 7, 9, 11}
