@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -253,8 +254,9 @@ def _dataset_consistent(url: str, options: dict[str, Any] | None, engine: str = 
         return sizes.pop()
 
 
+@pytest.mark.parametrize("completer", ["append", "consolidate"])
 def test_a_dataset_append_killed_between_commits_is_invisible_then_completed(
-    target: tuple[str, dict[str, Any] | None],
+    target: tuple[str, dict[str, Any] | None], completer: str
 ) -> None:
     pytest.importorskip("xarray")
     url, options = target
@@ -264,7 +266,11 @@ def test_a_dataset_append_killed_between_commits_is_invisible_then_completed(
     assert not killed.result()["ok"]  # died after the first array's document
     assert _dataset_consistent(url, options) == 4  # readers see the dataset as before the killed append
     assert _dataset_consistent(url, options, engine="zarr") == 4  # xarray's own engine too
-    time.sleep(TTL * 2)  # its lease lapses; the next append completes the killed one first, then appends
+    time.sleep(TTL * 2)  # its lease lapses; the next append (or consolidate) completes the killed one first
+    if completer == "consolidate":
+        with dask.config.set({"zarr_dask.append_lease_ttl": TTL}):
+            zarr_dask.consolidate_metadata(url, storage_options=options)
+        assert _dataset_consistent(url, options) == 7
     after = _run(url, options, {"op": "xr_append", "value": 3, "rows": 2, "start": 7}).go().result()
     assert after["ok"], after
     import xarray as xr

@@ -9,6 +9,7 @@ from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.consolidated import consolidated_entry, holder_documents
 from zarr_dask.core.group import Group, discover
+from zarr_dask.core.lease import complete_interrupted
 from zarr_dask.errors import InvalidModeError, NodeNotFoundError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
@@ -285,7 +286,9 @@ def consolidate_metadata(
 ) -> Group:
     """Gather the metadata of every node below the group at ``path`` into its consolidated metadata
     (v2: ``.zmetadata``; v3: ``consolidated_metadata`` inside its ``zarr.json``) and return the group,
-    opened with it. One walk of the hierarchy; the children's own documents are untouched.
+    opened with it. One walk of the hierarchy; the children's own documents are untouched. A dataset append
+    that died between its commits (or is committing now) is completed first
+    (:func:`~zarr_dask.core.lease.complete_interrupted`), so the listing never shows it half done.
 
     Returns
     -------
@@ -303,6 +306,9 @@ def consolidate_metadata(
     p = normalize_path(path)
     group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
     members = discover(s, p, group.zarr_format, None)
+    groups = [p, *(f"{p}/{rel}" if p else rel for rel, m in members.items() if not nodes.is_array(m))]
+    if complete_interrupted(s, groups):  # an append that died between its commits: completed, not half listed
+        members = discover(s, p, group.zarr_format, None)
     # a member group's own (possibly stale) consolidated metadata is not copied: its members are listed anyway
     explicit = {rel: consolidated_entry(m) for rel, m in members.items() if not isinstance(m, nodes.ImplicitGroup)}
     try:

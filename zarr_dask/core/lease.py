@@ -44,7 +44,7 @@ from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 from zarr_dask.store.versioned import Again, ConditionalStore, RetryPolicy, Versioned, conditional, transact
 
-__all__ = ["LEASE_NAME", "AppendLease", "Fence", "check_holder", "lease_key", "parse_lease", "release_lease", "roll_forward"]
+__all__ = ["LEASE_NAME", "AppendLease", "Fence", "check_holder", "complete_interrupted", "lease_key", "parse_lease", "release_lease", "roll_forward"]
 
 LEASE_NAME = ".zd-append-lease"
 _log = logging.getLogger("zarr_dask.core")
@@ -235,6 +235,22 @@ def roll_forward(store: Store, intent: Mapping[str, Any]) -> None:
     from zarr_dask.core.commit import apply_intent
 
     apply_intent(store, intent, mine=False)
+
+
+def complete_interrupted(store: Store, paths: Sequence[str]) -> list[str]:
+    """Complete the commits recorded in the leases of ``paths`` (one batched read): a commit whose holder died
+    between two of its writes (its lease lapses and is taken over, which completes it: :func:`roll_forward`), or
+    one in progress (waited for). Returns the paths whose commit was completed or waited for."""
+    if conditional(store) is None or not paths:
+        return []
+    found = store.get_many([lease_key(p) for p in paths])
+    done = []
+    for p in paths:
+        if parse_lease(found.get(lease_key(p))).get("intent"):
+            AppendLease(store, p).acquire().release()
+            _log.warning("%s /%s: completed the commit of an interrupted append", store.url, p)
+            done.append(p)
+    return done
 
 
 def release_lease(store: Store, path: str, token: str, stop: threading.Event | None = None) -> None:
