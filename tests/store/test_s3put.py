@@ -316,3 +316,17 @@ def test_a_bucket_is_discovered_once(s3_bucket_url: str, s3_storage_options: dic
     store.set_many({f"c/{i}": b"v" for i in range(40)})  # 40 requests at once, one discovery
     store.set_many({"d": b"w"})
     assert len(calls) == 1 and s3put.stats()["direct"] == before + 41
+
+
+def test_conditional_creates_go_direct_and_refuse_an_existing_key(s3_bucket_url: str, s3_storage_options: dict[str, Any]) -> None:
+    """``If-None-Match: *`` creates (what an append writes beyond the committed shape) are direct requests too:
+    one request each, a key that exists is refused (False: the condition did not hold) and keeps its value."""
+    store = open_store(s3_bucket_url, storage_options=s3_storage_options)
+    store.set("taken", b"first")
+    before = s3put.stats()
+    with store.counters.counting() as delta:
+        won = store.set_if_unchanged({"new": (b"mine", None), "taken": (b"mine", None)})  # type: ignore[attr-defined]
+    assert won == {"new": True, "taken": False}
+    assert s3put.stats()["direct"] == before["direct"] + 2 and s3put.stats()["handed_to_s3fs"] == before["handed_to_s3fs"]
+    assert delta["set"] == 2 and delta["get"] == 0
+    assert store.get("new") == b"mine" and store.get("taken") == b"first"

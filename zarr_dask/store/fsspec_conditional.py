@@ -77,11 +77,28 @@ class S3ConditionalStore(FsspecStore):
         return found
 
     def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
-        """Conditional ``PutObject`` / ``DeleteObject`` requests, one concurrent batch."""
+        """Conditional ``PutObject`` / ``DeleteObject`` requests, one concurrent batch. Creates
+        (``If-None-Match: *``) go out as direct requests where :mod:`zarr_dask.store.s3put` can send them (their
+        bodies hashed here, in the calling thread), the rest through s3fs."""
         for key in items:
             self._check_writable("set", key)
         plans = [(key, self._path(key), None if value is None else bytes(value), version) for key, (value, version) in items.items()]
-        results = self._gather_sync([self._put_one(path, value, version) for _, path, value, version in plans])
+        direct = s3put.direct_put(self.fs)
+        prepared = {
+            path: direct.prepare(path, value)
+            for _, path, value, version in plans
+            if direct is not None and version is None and value is not None
+        }
+
+        async def batch(n: int) -> list[Any]:
+            buckets = {item.bucket for item in prepared.values() if item is not None}
+            credentials = {bucket: await direct.credentials(bucket) for bucket in buckets} if direct else {}
+            return await requests.gather(
+                [self._put_one(path, value, version, prepared.get(path), credentials) for _, path, value, version in plans], n
+            )
+
+        with requests.slots(len(plans)) as n:
+            results = list(sync(self.fs.loop, batch, n))
         done: dict[str, bool] = {}
         for (key, path, _, _), result in zip(plans, results, strict=True):
             if isinstance(result, BaseException):
@@ -131,7 +148,15 @@ class S3ConditionalStore(FsspecStore):
             body.close()
         return Versioned(bytes(data), str(response["ETag"]))
 
-    async def _put_one(self, path: str, value: bytes | None, version: object) -> bool:
+    async def _put_one(
+        self, path: str, value: bytes | None, version: object, item: s3put.Prepared | None = None,
+        credentials: Mapping[str, Any] | None = None,
+    ) -> bool:  # fmt: skip
+        if item is not None and credentials is not None:
+            direct = s3put.direct_put(self.fs)
+            stored = None if direct is None else await direct.put(item, credentials[item.bucket], create_only=True)
+            if stored is not False:  # True: created; None: the key exists (the condition did not hold)
+                return bool(stored)
         bucket, key, _ = self.fs.split_path(path)
         try:
             if value is not None:

@@ -78,6 +78,8 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 #: S3 error codes retried whatever their status (as botocore does): a body that arrived too slowly, throttling.
 _RETRY_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "SlowDown", "Throttling", "ThrottlingException"})
 #: Credentials that expired during a batch: s3fs sends the value (botocore refreshes), the bucket stays direct.
+#: a conditional create whose key exists (S3 answers 412 PreconditionFailed, or 409 under a concurrent write)
+_CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 _EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired"})
 _PROBE_KEY = "zarr-dask-probe-key"
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -211,14 +213,18 @@ class DirectPut:
         )
 
     # ------------------------------------------------------------------------------ event loop
-    async def put(self, item: Prepared, credentials: Any) -> bool:
-        """Send one prepared ``PutObject``; True when S3 stored it, False when s3fs should send it instead."""
+    async def put(self, item: Prepared, credentials: Any, *, create_only: bool = False) -> bool | None:
+        """Send one prepared ``PutObject``; True when S3 stored it, False when s3fs should send it instead.
+        ``create_only``: with ``If-None-Match: *`` (a conditional create), and None when the key exists (``412``
+        or ``409``: the condition did not hold; nothing was stored)."""
         bucket = item.bucket
         target = await self._target(bucket)
         if target is None or credentials is None:
             return False
         url = target.url(item.key)
         extra = {"x-amz-checksum-crc32": item.checksum} if item.checksum else {}
+        if create_only:
+            extra["if-none-match"] = "*"
         session = await self._client_session()
         import aiohttp  # noqa: PLC0415 - s3fs's dependency, present whenever this runs
 
@@ -244,6 +250,9 @@ class DirectPut:
                 _count("direct")
                 self.fs.invalidate_cache(item.path)
                 return True
+            if create_only and (status in (409, 412) or code in _CONFLICT_CODES):
+                _count("direct")
+                return None
             if code in _EXPIRED_CODES:  # s3fs refreshes the credentials; the next batch freezes fresh ones
                 log.debug("direct PutObject of %s: %s, s3fs sends it", item.path, reason)
                 break
