@@ -8,13 +8,20 @@
    own ``to_zarr(region=...)`` call into 8-row chunks, on a memory store, local files and moto S3 (when moto is
    installed: ``make bench`` runs in the oracle venv, which has it): requests per writer,
    conditional writes per merged key and the conflicts among them that were read, merged and retried.
+3. What fencing costs (issue 23): a new array written whole (aligned, and with a partial edge chunk) and
+   single appends of ``ZD_BENCH_APPEND_MIB`` MiB (default 16) whose first rows land in the chunk the stored rows
+   end in, on local files and moto S3: seconds (median of ``ZD_BENCH_REPEAT``) and requests per write. With
+   ``ZD_BENCH_BASELINE=<checkout of another revision>`` the same runs are made with that revision's
+   ``zarr_dask`` (a subprocess with it first on ``PYTHONPATH``), alternating, and the ratios printed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -109,7 +116,86 @@ def moto_s3() -> Iterator[Store | None]:
         server.stop()
 
 
+APPEND_MIB = int(os.environ.get("ZD_BENCH_APPEND_MIB", "16"))
+
+
+def fencing_runs(store: Store) -> dict[str, tuple[float, dict[str, int]]]:
+    """One run of each write of section 3 into ``store``: {name: (seconds, requests)}."""
+    rows = APPEND_MIB * 2**20 // (64 * 4)
+    data = da.random.default_rng(1).random((rows, 64), chunks=(4096, 64)).astype("f4")
+    out: dict[str, tuple[float, dict[str, int]]] = {}
+    for name, shape in (("create aligned", rows), ("create with edge", rows - 100)):
+        store.delete_prefix("")
+        with dask.config.set(scheduler="threads", num_workers=2), store.counters.counting() as delta:
+            t0 = time.perf_counter()
+            zarr_dask.to_zarr(data[:shape], store, chunks=(1024, 64))
+            seconds = time.perf_counter() - t0
+        out[name] = (seconds, dict(delta))
+    for i in range(2):  # the stored rows end inside a chunk: the first appended rows are merged into it
+        with dask.config.set(scheduler="threads", num_workers=2), store.counters.counting() as delta:
+            t0 = time.perf_counter()
+            zarr_dask.append(data, store)
+            seconds = time.perf_counter() - t0
+        out[f"append {i + 1}"] = (seconds, dict(delta))
+    return out
+
+
+def fencing_section(json_lines: bool = False) -> dict[str, dict[str, tuple[float, dict[str, int]]]]:
+    """Section 3 with the zarr_dask importable here: {store: {write: (median seconds, requests)}}."""
+    results: dict[str, dict[str, tuple[float, dict[str, int]]]] = {}
+    with moto_s3() as s3:
+        stores: list[tuple[str, Store]] = [("local", LocalStore(tempfile.mkdtemp()))]
+        stores += [("moto S3", s3)] if s3 is not None else []
+        for name, store in stores:
+            fencing_runs(store)  # warm: the codec pipelines, the bucket's discovery
+            runs = [fencing_runs(store) for _ in range(REPEAT)]
+            results[name] = {w: (statistics.median(r[w][0] for r in runs), runs[-1][w][1]) for w in runs[0]}
+    if json_lines:
+        print("FENCING " + json.dumps(results))
+    return results
+
+
+def _baseline(checkout: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": checkout + os.pathsep + os.environ.get("PYTHONPATH", ""), "ZD_BENCH_REPEAT": "1"}
+    out = subprocess.run([sys.executable, __file__, "--fencing-json"], env=env, capture_output=True, text=True, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("FENCING "))
+    return dict(json.loads(line[len("FENCING ") :]))
+
+
+def compare_fencing(checkout: str | None) -> None:
+    print(f"\nwhat fencing costs: a new {APPEND_MIB} MiB array, and appends of {APPEND_MIB} MiB (1024-row chunks)")
+    if checkout is None:
+        for store, writes in fencing_section().items():
+            for w, (sec, req) in writes.items():
+                print(f"  {store:8s} {w:18s} {sec:.3f} s   requests {req}")
+        return
+    mine: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    env_repeat = os.environ.get("ZD_BENCH_REPEAT")
+    os.environ["ZD_BENCH_REPEAT"] = "1"
+    try:
+        for _ in range(REPEAT):  # alternating, so that drift in the machine's load hits both alike
+            theirs.append(_baseline(checkout))
+            mine.append(json.loads(json.dumps(fencing_section())))
+    finally:
+        if env_repeat is None:
+            os.environ.pop("ZD_BENCH_REPEAT")
+        else:
+            os.environ["ZD_BENCH_REPEAT"] = env_repeat
+    print(f"  baseline: {checkout}; medians of {REPEAT}")
+    for store in mine[0]:
+        for w in mine[0][store]:
+            a = statistics.median(r[store][w][0] for r in mine)
+            b = statistics.median(r[store][w][0] for r in theirs)
+            ra, rb = mine[-1][store][w][1], theirs[-1][store][w][1]
+            extra = {k: ra.get(k, 0) - rb.get(k, 0) for k in ("get", "set", "delete") if ra.get(k, 0) != rb.get(k, 0)}
+            print(f"  {store:8s} {w:18s} {a:.3f} s vs {b:.3f} s  {a / b:.2f}x   requests {ra}  (vs baseline: {extra or 'equal'})")
+
+
 def main() -> None:
+    if "--fencing-json" in sys.argv:
+        fencing_section(json_lines=True)
+        return
     print(f"aligned writes: {MIB} MiB in 64 KiB chunks, local files, median of {REPEAT}")
     runs: dict[type[LocalStore], list[float]] = {LocalStore: [], UnlockedLocalStore: []}
     counts: dict[type[LocalStore], dict[str, int]] = {}
@@ -129,6 +215,7 @@ def main() -> None:
         for name, store in stores:
             result = misaligned(store)
             print(f"  {name:8s} " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+    compare_fencing(os.environ.get("ZD_BENCH_BASELINE"))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 
 import zarr_dask
 from tests.graph._helpers import CallCounter, reference_data
+from tests.unconditional_store import UnconditionalStore
 from zarr_dask.core import consolidated as core_consolidated
 from zarr_dask.core import nodes
 from zarr_dask.core.create import build_array_metadata
@@ -325,8 +326,12 @@ def test_a_broken_consolidated_document_names_store_and_group() -> None:
         zarr_dask.append(da.ones((1, 3), chunks=1), store, component="x")
 
 
-def test_an_append_whose_listing_failed_is_not_appended_twice() -> None:
-    store = MemoryStore()
+@pytest.mark.filterwarnings("ignore::zarr_dask.errors.UnprotectedWriteWarning")  # (the unconditional store's)
+@pytest.mark.parametrize("conditional", [True, False])
+def test_an_append_whose_listing_failed_is_not_appended_twice(conditional: bool) -> None:
+    """Also on a store without conditional writes (GCS, Azure, HTTP through fsspec): the record is written there
+    too, and the re-run refused."""
+    store: Any = MemoryStore() if conditional else UnconditionalStore()
     consolidated_store(store, 3)
     before = zarr_dask.open_array(store, path="x").shape
     good = store.get("zarr.json")
@@ -344,6 +349,35 @@ def test_an_append_whose_listing_failed_is_not_appended_twice() -> None:
     zarr_dask.consolidate_metadata(store)  # the repair the message names
     assert zarr_dask.append(da.ones((1, 3), chunks=1), store, component="x") == (before[0] + 3, 3)
     assert zarr_dask.check_consolidated(store) == [] and not store.exists("x/.zd-append-incomplete")
+
+
+class _FailingListing(UnconditionalStore):
+    """A store without conditional writes whose next write of the root document fails once."""
+
+    fail = False
+
+    def set_many(self, items: Any) -> None:
+        if self.fail and "zarr.json" in items:
+            self.fail = False
+            raise OSError("the connection was reset")
+        super().set_many(items)
+
+
+def test_a_dataset_append_whose_listing_failed_is_not_appended_twice() -> None:
+    xr = pytest.importorskip("xarray")
+    store = _FailingListing()
+    first = xr.Dataset({"v": (("t",), np.arange(3.0))}, coords={"t": np.arange(3)})
+    zarr_dask.to_zarr_dataset(first, store, mode="w")
+    more = xr.Dataset({"v": (("t",), np.arange(3.0, 5.0))}, coords={"t": np.arange(3, 5)})
+    store.fail = True
+    with pytest.raises(WriteConflictError, match="Do not run this append again"):
+        zarr_dask.to_zarr_dataset(more, store, append_dim="t")
+    with pytest.raises(WriteConflictError, match="an earlier append to this array landed"):  # the re-run: refused
+        zarr_dask.to_zarr_dataset(more, store, append_dim="t")
+    zarr_dask.consolidate_metadata(store)  # the repair the message names
+    with xr.open_dataset(store, engine="zarr_dask") as ds:
+        np.testing.assert_array_equal(ds["v"].values, np.arange(5.0))  # once, not twice
+        np.testing.assert_array_equal(ds["t"].values, np.arange(5))
 
 
 def test_public_names() -> None:

@@ -271,7 +271,13 @@ def test_a_dataset_append_killed_between_commits_is_invisible_then_completed(
         with dask.config.set({"zarr_dask.append_lease_ttl": TTL}):
             zarr_dask.consolidate_metadata(url, storage_options=options)
         assert _dataset_consistent(url, options) == 7
-    after = _run(url, options, {"op": "xr_append", "value": 3, "rows": 2, "start": 7}).go().result()
+    job = {"op": "xr_append", "value": 3, "rows": 2, "start": 7}
+    after = _run(url, options, job).go().result()
+    if completer == "append":  # it completed the killed append and refused to go on, in case it was its re-run
+        assert not after["ok"] and "interrupted between its commits" in after["message"], after
+        assert "shape [4] -> [7]" in after["message"]
+        assert _dataset_consistent(url, options) == 7
+        after = _run(url, options, job).go().result()
     assert after["ok"], after
     import xarray as xr
 

@@ -256,6 +256,8 @@ class Array(SelectionMixin):
         written, _ = commit_held(self._store, held, self._path, self._metadata, metadata, what="change")
         self._metadata = written
         self.__dict__.pop("_io", None)
+        if lease is not None:  # committed: the record in the lease is done with (released by _append_turn)
+            lease.committed = True
         refresh_consolidated(self._store, self._path, written)
 
     @contextmanager

@@ -27,6 +27,7 @@ __all__ = [
     "INCOMPLETE_NAME",
     "apply_intent",
     "check_no_incomplete_append",
+    "check_no_incomplete_appends",
     "commit_held",
     "commit_intent",
     "commit_metadata",
@@ -221,6 +222,14 @@ def incomplete_append(store: Store, path: str, expected: Any, written: Any, exc:
         store=store.url,
         path=path,
     )
+
+
+def check_no_incomplete_appends(store: Store, arrays: Mapping[str, Any]) -> None:
+    """:func:`check_no_incomplete_append` for several arrays (``path: metadata``), with one batched read."""
+    found = store.get_many([key_prefix(p) + INCOMPLETE_NAME for p in arrays])
+    for path, metadata in arrays.items():
+        if key_prefix(path) + INCOMPLETE_NAME in found:
+            check_no_incomplete_append(store, path, metadata)
 
 
 def check_no_incomplete_append(store: Store, path: str, metadata: Any) -> None:

@@ -119,9 +119,17 @@ class AppendLease:
     wait
         Seconds to wait for another append's lease before giving up with
         :class:`~zarr_dask.errors.WriteConflictError` (``ZARR_DASK_APPEND_WAIT``, default 600).
+    refuse_after_completing
+        When taking over a lease whose holder died between its commits (the commit is completed first), raise
+        :class:`~zarr_dask.errors.WriteConflictError` naming what landed instead of going on: the append
+        about to run may be a re-run of the interrupted one.
     """
 
-    def __init__(self, store: Store, path: str, *, ttl: float | None = None, wait: float | None = None) -> None:
+    def __init__(
+        self, store: Store, path: str, *, ttl: float | None = None, wait: float | None = None,
+        refuse_after_completing: bool = True,
+    ) -> None:  # fmt: skip
+        self.refuse_after_completing = refuse_after_completing
         cas = conditional(store)
         if cas is None:
             raise TypeError(f"{store!r} cannot make conditional writes, so it cannot hold append leases")
@@ -130,6 +138,8 @@ class AppendLease:
         self.ttl = max(0.05, ttl if ttl is not None else float(config.get("append_lease_ttl")))
         self.wait = wait if wait is not None else float(config.get("append_wait"))
         self.token = uuid.uuid4().hex
+        #: set once this holder's commit is made: :meth:`release` then also deletes a lease that records it
+        self.committed = False
         self._version: object = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -173,6 +183,15 @@ class AppendLease:
             roll_forward(self.store, holder["intent"])
             _log.warning("%s /%s: completed the commit that append left unfinished", self.store.url, self.path)
             self._cas.set_if_unchanged({self.key: (self._document(), self._read_version())})
+            if self.refuse_after_completing:
+                release_lease(self.store, self.path, self.token)
+                raise WriteConflictError(
+                    f"an earlier append was interrupted between its commits ({_landed(holder['intent'])}); it is "
+                    "complete now. This append was not run, in case it is a re-run of that one (its rows would be "
+                    "stored twice): if it is not, run it again",
+                    store=self.store.url,
+                    path=self.path,
+                )
         self._version = self._read_version()
         self._thread = threading.Thread(target=self._renew, name="zarr_dask_lease", daemon=True)
         self._thread.start()
@@ -209,9 +228,10 @@ class AppendLease:
         self._stop.set()
 
     def release(self) -> None:
-        """Stop renewing and delete the lease if it is still this one's."""
+        """Stop renewing and delete the lease if it is still this one's (one that records a commit not made
+        yet stays: see :func:`release_lease`)."""
         self.stop_renewing()
-        release_lease(self.store, self.path, self.token)
+        release_lease(self.store, self.path, self.token, committed=self.committed)
 
     def release_with(self, owner: Any) -> None:
         """Stop renewing the lease when ``owner`` (a lazy append's dask object) is garbage collected: a lease
@@ -247,15 +267,19 @@ def complete_interrupted(store: Store, paths: Sequence[str]) -> list[str]:
     done = []
     for p in paths:
         if parse_lease(found.get(lease_key(p))).get("intent"):
-            AppendLease(store, p).acquire().release()
+            AppendLease(store, p, refuse_after_completing=False).acquire().release()
             _log.warning("%s /%s: completed the commit of an interrupted append", store.url, p)
             done.append(p)
     return done
 
 
-def release_lease(store: Store, path: str, token: str, stop: threading.Event | None = None) -> None:
+def release_lease(
+    store: Store, path: str, token: str, stop: threading.Event | None = None, *, committed: bool = False
+) -> None:
     """Delete the lease of the array at ``path`` if it is the one with ``token`` (idempotent; runs wherever an
-    append's commit task runs)."""
+    append's commit task runs). A lease that records a commit (:func:`~zarr_dask.core.commit.mark_commit`) is
+    deleted only once that commit is made (``committed``): after a failure it stays, lapses, and whoever takes
+    it over completes the commit."""
     if stop is not None:
         stop.set()
     cas = conditional(store)
@@ -264,10 +288,29 @@ def release_lease(store: Store, path: str, token: str, stop: threading.Event | N
     key = lease_key(path)
 
     def step(got: Mapping[str, Versioned]) -> dict[str, None]:
-        return {key: None} if parse_lease(got[key].value).get("owner") == token else {}
+        holder = parse_lease(got[key].value)
+        if holder.get("owner") != token or (holder.get("intent") and not committed):
+            return {}
+        return {key: None}
 
     transact(cas, [key], step, exhausted=lambda keys, n: WriteConflictError(
         f"the append lease {key!r} kept changing while this append released it", store=store.url, path=path))
+
+
+def _landed(intent: Mapping[str, Any]) -> str:
+    """What a recorded commit grows: ``"/a: shape [4, 3] -> [7, 3]; ..."``."""
+    parts = []
+    for entry in intent.get("arrays", []):
+        shapes = []
+        for which in ("expected", "new"):
+            docs = entry.get(which, {})
+            doc = next((v for k, v in docs.items() if k.endswith(("zarr.json", ".zarray"))), "{}")
+            try:
+                shapes.append(json.loads(doc).get("shape"))
+            except (ValueError, AttributeError):
+                shapes.append("?")
+        parts.append(f"/{entry.get('path', '')}: shape {shapes[0]} -> {shapes[1]}")
+    return "; ".join(parts) or "no arrays"
 
 
 def parse_lease(value: bytes | None) -> dict[str, Any]:

@@ -171,8 +171,9 @@ def commit_metadata(
             _refresh(handle, written, consolidated, prefetched=current)
         except Exception as exc:
             raise incomplete_append(store, path, expected, written, exc) from exc
-    if lease is not None:
-        release_lease(store, path, lease)
+        finally:  # the shape is committed: the lease goes, whatever became of the consolidated refresh
+            if lease is not None:
+                release_lease(store, path, lease, committed=True)
     return handle.shape
 
 

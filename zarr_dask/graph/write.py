@@ -440,6 +440,7 @@ def append(
         array = _create_empty(arr, url, component, storage_options, axis, kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k in IO_OPTIONS}
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
+        check_no_incomplete_append(array.store, array.path, array.metadata)  # never rows twice on a re-run
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
         return result.compute() if compute else result

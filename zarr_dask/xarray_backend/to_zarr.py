@@ -28,8 +28,16 @@ import numpy as np
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.chunk_io import is_fill
-from zarr_dask.core.commit import apply_intent, commit_intent, commit_metadata, mark_commit
+from zarr_dask.core.commit import (
+    apply_intent,
+    check_no_incomplete_appends,
+    commit_intent,
+    commit_metadata,
+    incomplete_append,
+    mark_commit,
+)
 from zarr_dask.core.lease import AppendLease, release_lease
+from zarr_dask.errors import WriteConflictError
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
@@ -238,15 +246,32 @@ def _commit(
     grown, or none."""
     rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
     if lease is None:  # a store without leases: each array only if it is still what the plan saw
-        for path, (old, new) in expected.items():
-            commit_metadata(store, path, old, new, what="append")
-        if rest:
-            store.set_many(rest)
+        done: list[tuple[str, Any, Any]] = []
+        try:
+            for path, (old, new) in expected.items():
+                done.append((path, old, commit_metadata(store, path, old, new, what="append")[0]))
+            if rest:
+                store.set_many(rest)
+        except Exception as exc:
+            if not done:
+                raise
+            errors = [incomplete_append(store, path, old, new, exc) for path, old, new in done]  # (leaves records)
+            raise errors[0] from exc
         return result
     intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
     mark_commit(store, *lease, intent)
-    apply_intent(store, intent, mine=True)
-    release_lease(store, *lease)
+    try:
+        apply_intent(store, intent, mine=True)
+    except Exception as exc:  # the record stays in the lease: whoever takes it over completes the commit
+        raise WriteConflictError(
+            f"the append's data landed and its commit is recorded, but writing it failed ({type(exc).__name__}: "
+            f"{exc}); readers still see the dataset as before. Do not run this append again: the next append to "
+            "this group (which then refuses once, naming what landed) or zarr_dask.consolidate_metadata(url) "
+            "completes it once its lease lapses (ZARR_DASK_APPEND_LEASE_TTL)",
+            store=store.url,
+            path=lease[0],
+        ) from exc
+    release_lease(store, *lease, committed=True)
     return result
 
 
@@ -274,6 +299,8 @@ def execute(
             if w.action == "append":
                 deferred.update(nodes.documents(w.path, w.metadata))
                 expected[w.path] = (w.old_metadata, w.metadata)
+    if expected:  # an earlier append whose listing failed: refuse, so that a re-run never stores rows twice
+        check_no_incomplete_appends(store, {path: old for path, (old, _) in expected.items()})
     if _should_consolidate(state, plans, consolidated):
         cons = _consolidated_documents(root, found, fmt)
         if deferred:
