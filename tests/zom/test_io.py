@@ -46,8 +46,10 @@ class CallCounter:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        for name in ("get_many", "list_dir", "list_prefix", "set_many", "set_if_not_exists", "delete_prefix"):
-            setattr(store, name, self._wrap(name, getattr(store, name)))
+        for name in ("get_many", "list_dir", "list_prefix", "set_many", "set_if_not_exists", "delete_prefix",
+                     "set_if_unchanged"):  # fmt: skip
+            if hasattr(store, name):
+                setattr(store, name, self._wrap(name, getattr(store, name)))
 
     def _wrap(self, name: str, method: Any) -> Any:
         def counted(*args: Any, **kwargs: Any) -> Any:

@@ -29,7 +29,8 @@ def test_every_document_is_written_once_in_one_batch(any_store_url):
     spec = v3_tree()
     calls = CallCounter(store)
     report = spec.to_store(store)
-    assert calls.calls["set_many"] == 1 and calls.calls["get_many"] == 1
+    # one batch of creates (conditional where the store can: a node another writer makes meanwhile is kept)
+    assert calls.calls["set_many"] + calls.calls["set_if_unchanged"] == 1 and calls.calls["get_many"] == 1
     assert store.counters.snapshot()["set"] == len(report.written) == len(spec.to_flat())
     assert set(report.created) == {p.lstrip("/") for p in spec.to_flat()}
     assert from_store(store) == spec
@@ -207,7 +208,8 @@ def test_thousand_nodes_on_a_latency_store_one_write_per_document(memory_url):
     calls = CallCounter(store)
     report = spec.to_store(store)
     counts = store.counters.snapshot()
-    assert counts["set"] == len(report.written) == 1001 and calls.calls["set_many"] == 1
+    assert counts["set"] == len(report.written) == 1001
+    assert calls.calls["set_many"] + calls.calls["set_if_unchanged"] == 1
     assert counts["get"] == 3 * 1001 and calls.calls["get_many"] == 1
     assert counts["list"] == counts["delete"] == counts["exists"] == 0
 
@@ -220,16 +222,19 @@ def _write_in_process(args: tuple[str, str, object]) -> tuple[str, ...]:
     return spec.to_store(path).created
 
 
-def test_two_processes_writing_the_same_hierarchy_both_succeed(tmp_path: Path):
-    spec = wide_tree(10, 19)  # 201 nodes
+@pytest.mark.parametrize("fmt", [3, 2])
+def test_two_processes_writing_the_same_hierarchy_both_succeed(tmp_path: Path, fmt: int):
+    """Writing the same spec twice at once is idempotent, also in v2, where a node is two documents that the
+    other writer may find half written (``.zarray`` there, ``.zattrs`` not yet): five rounds."""
+    spec = wide_tree(10, 19, zarr_format=fmt)  # 201 nodes
     text = json.dumps(spec.to_json())
     context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager:
-        barrier = manager.Barrier(2)
-        with context.Pool(2) as pool:
-            created = pool.map(_write_in_process, [(str(tmp_path / "h.zarr"), text, barrier)] * 2)
-    assert len(created) == 2
-    store = open_store(str(tmp_path / "h.zarr"))
+    with context.Manager() as manager, context.Pool(2) as pool:
+        for round_ in range(5):
+            barrier = manager.Barrier(2)
+            created = pool.map(_write_in_process, [(str(tmp_path / f"h{round_}.zarr"), text, barrier)] * 2)
+            assert len(created) == 2
+    store = open_store(str(tmp_path / "h4.zarr"))
     assert from_store(store) == spec
     assert not any(key.endswith(".zd-tmp") for key in store.list_prefix(""))
     reference = MemoryStore()

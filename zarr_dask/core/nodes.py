@@ -310,6 +310,20 @@ def create_documents(store: Store, path: str, docs: Mapping[str, bytes], *, stri
         raise existing_node_error(store, path, node if node is not None else empty_group(3))
 
 
+def create_if_absent(store: Store, docs: Mapping[str, bytes]) -> list[str]:
+    """Write ``docs`` (of any number of nodes) only where absent, in one batched conditional create (a plain
+    batch on stores without conditional writes); returns the keys that another writer had written first with
+    other bytes (the same bytes count as created: creating the same node twice is idempotent)."""
+    cas = conditional(store)
+    if cas is None:
+        store.set_many(docs)
+        return []
+    won = cas.set_if_unchanged({k: (v, None) for k, v in docs.items()})
+    lost = [k for k, ok in won.items() if not ok]
+    current = store.get_many(lost) if lost else {}
+    return [k for k in lost if current.get(k) != docs[k]]
+
+
 def delete_node(store: Store, path: str) -> None:
     """Delete a node with all its documents and descendants."""
     store.delete_prefix(key_prefix(path))

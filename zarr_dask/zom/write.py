@@ -153,7 +153,7 @@ def _classify(targets: Mapping[str, _Target], existing: Mapping[str, Any], found
     plan = _Plan()
     for path, target in targets.items():
         old = existing[path]
-        if old is None:
+        if old is None or (old != target.meta and _half_written(path, target, found)):
             plan.created.append(path)
         elif not isinstance(old, _Unreadable) and old == target.meta:
             plan.unchanged.append(path)
@@ -161,6 +161,14 @@ def _classify(targets: Mapping[str, _Target], existing: Mapping[str, Any], found
             plan.conflicts[path] = _conflict(path, old, target)
             _plan_replacement(plan, path, old, target, found)
     return plan
+
+
+def _half_written(path: str, target: _Target, found: Mapping[str, bytes]) -> bool:
+    """True when the node's stored documents are some of ``target``'s, byte for byte: another writer of the same
+    spec is creating it right now (a v2 ``.zarray`` already there, its ``.zattrs`` not yet). Writing the same
+    spec twice at once is idempotent, so the node is created (its documents only where absent)."""
+    present = {k: v for k, v in found.items() if k in core_nodes.candidate_keys(path, None)}
+    return bool(present) and all(target.docs.get(k) == v for k, v in present.items())
 
 
 def _conflict(path: str, old: Any, target: _Target) -> list[Difference]:
@@ -363,8 +371,9 @@ def _execute(
     parents: list[str], consolidated: bool,
 ) -> WriteReport:  # fmt: skip
     rewrite = [p for p in plan.unchanged if _under(p, plan.delete_prefixes)]
-    to_write = [*plan.created, *plan.conflicts, *rewrite]
+    to_write = [*plan.conflicts, *rewrite]
     docs = {k: v for p in to_write for k, v in targets[p].docs.items()}
+    created = {k: v for p in plan.created for k, v in targets[p].docs.items()}
     docs.update(_consolidated_docs(s, root, targets, found, plan, parents, consolidated))
     for prefix in plan.delete_prefixes:
         s.delete_prefix(prefix)
@@ -376,12 +385,23 @@ def _execute(
         for key, data in core_nodes.documents(q, core_nodes.empty_group(fmt)).items():
             if s.set_if_not_exists(key, data):
                 written.append(key)
+    created = {k: v for k, v in created.items() if k not in docs}
+    clashes = core_nodes.create_if_absent(s, created) if created else []  # a node created meanwhile: kept
+    if clashes:
+        raise HierarchyConflictError(
+            f"{len(clashes)} document(s) were created by another writer with other contents while this spec was "
+            f"being written ({', '.join(sorted(clashes)[:5])}); they were kept. Read the hierarchy and write "
+            "again, with overwrite=True to replace them",
+            store=s.url,
+            path=root,
+            conflicts=Diff((), labels=("existing", "new")),
+        )
     if docs:
         s.set_many(docs)
     return WriteReport(
         store=s.url,
         path=root,
-        written=tuple(sorted([*written, *docs])),
+        written=tuple(sorted([*written, *docs, *created])),
         created=tuple(plan.created),
         unchanged=tuple(p for p in plan.unchanged if p not in rewrite),
         replaced=tuple(plan.conflicts),
