@@ -158,14 +158,54 @@ def test_the_check_catches_the_loss_when_fencing_is_switched_off(tmp_path: Path)
     assert (final[BASE_ROWS:] == 101).any()
 
 
-def _random_pause_case(url: str, options: dict[str, Any] | None, seed: int, other: str) -> int:
+def _random_pause_case(url: str, options: dict[str, Any] | None, seed: int, scenario: str) -> int:
+    """Writer A (an append, a dataset append or a region write) is stopped at a random moment for longer than
+    its lease lives while B appends (or resizes and fills the new rows), then resumed. Returns the wrong
+    elements (0: nothing anyone committed was lost or changed)."""
+    if scenario == "dataset":
+        return _random_dataset_case(url, options, seed)
     rng = np.random.default_rng(seed)
     base = _base(url, options)
-    first = {"op": "append", "value": 101, "rows": int(rng.integers(20, 200))}
+    rows_a, rows_b = int(rng.integers(20, 200)), int(rng.integers(1, 9))
+    if scenario == "region":
+        first = {"op": "region", "value": 7, "rows": 4, "start": BASE_ROWS - 4}
+    else:
+        first = {"op": "append", "value": 101, "rows": rows_a}
     a = _run(url, options, first)
-    b = _run(url, options, {"op": other, "value": 102, "rows": int(rng.integers(1, 9))})
+    b = _run(url, options, {"op": "resize" if scenario == "resize" else "append", "value": 102, "rows": rows_b})
     a.go()
-    time.sleep(float(rng.uniform(0.0, 0.25)))  # somewhere in its append: planning, writing or committing
+    time.sleep(float(rng.uniform(0.0, 0.25)))  # somewhere in its write: planning, writing or committing
+    a.signal(signal.SIGSTOP)
+    time.sleep(TTL * 2.5)
+    rb = b.go().result()
+    if scenario == "resize" and rb["ok"]:  # the resizer fills the rows it added
+        n = rb["shape"][0]
+        zarr_dask.to_zarr(da.full((rows_b, 3), 102, dtype="i4", chunks=2), url, storage_options=options,
+                          region=(slice(n - rows_b, n),))  # fmt: skip
+    a.signal(signal.SIGCONT)
+    ra = a.result()
+    for r in (ra, rb):
+        assert r["ok"] or r["error"] in ("FencedWriteError", "WriteConflictError"), r
+    final = zarr_dask.open_array(url, storage_options=options)[:]
+    if scenario == "region":
+        assert ra["ok"], ra
+        base[BASE_ROWS - 4 :] = 7
+        return _check_appends(final, base, {102: (rows_b, rb)})
+    return _check_appends(final, base, {101: (rows_a, ra), 102: (rows_b, rb)})
+
+
+def _random_dataset_case(url: str, options: dict[str, Any] | None, seed: int) -> int:
+    """Two dataset appends, the first stopped at a random moment past its lease: every variable and the time
+    coordinate agree, and hold the base rows and each successful append's rows exactly once."""
+    import xarray as xr
+
+    rng = np.random.default_rng(seed)
+    assert _run(url, options, {"op": "xr_create", "value": 1, "rows": 4, "start": 0}).go().result()["ok"]
+    rows_a, rows_b = int(rng.integers(20, 200)), int(rng.integers(1, 9))
+    a = _run(url, options, {"op": "xr_append", "value": 2, "rows": rows_a, "start": 1000})
+    b = _run(url, options, {"op": "xr_append", "value": 3, "rows": rows_b, "start": 5000})
+    a.go()
+    time.sleep(float(rng.uniform(0.0, 0.25)))
     a.signal(signal.SIGSTOP)
     time.sleep(TTL * 2.5)
     rb = b.go().result()
@@ -173,20 +213,37 @@ def _random_pause_case(url: str, options: dict[str, Any] | None, seed: int, othe
     ra = a.result()
     for r in (ra, rb):
         assert r["ok"] or r["error"] in ("FencedWriteError", "WriteConflictError"), r
-    final = zarr_dask.open_array(url, storage_options=options)[:]
-    results = {101: (first["rows"], ra), 102: (len(final) - BASE_ROWS - (first["rows"] if ra["ok"] else 0), rb)}
-    return _check_appends(final, base, results)
+    with xr.open_dataset(url, engine="zarr_dask", storage_options=options) as ds:
+        t, va, vb = ds["time"].values, ds["a"].values[:, 0], ds["b"].values
+    wrong = int(len({len(t), len(va), len(vb)}) != 1)
+    expected = {1: (np.arange(4), True), 2: (np.arange(1000, 1000 + rows_a), ra["ok"]), 3: (np.arange(5000, 5000 + rows_b), rb["ok"])}
+    for value, (times, landed) in expected.items():
+        where = np.flatnonzero(va == value)
+        if not landed:
+            wrong += len(where)
+            continue
+        wrong += int(len(where) != len(times)) or int((t[where] != times).sum() + (vb[where] != value).sum())
+    return wrong + int(len(t) != sum(len(x) for x, ok in expected.values() if ok))
 
 
-@pytest.mark.parametrize("seed", QUICK_SEEDS)
-def test_appenders_stopped_at_random_moments_lose_nothing(target: tuple[str, dict[str, Any] | None], seed: int) -> None:
-    assert _random_pause_case(*target, seed, "append") == 0
+SCENARIOS = ["append", "resize", "region", "dataset"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("seed", QUICK_SEEDS[:1])
+def test_writers_stopped_at_random_moments_lose_nothing(
+    target: tuple[str, dict[str, Any] | None], seed: int, scenario: str
+) -> None:
+    assert _random_pause_case(*target, seed, scenario) == 0
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
-def test_appenders_stopped_at_random_moments_lose_nothing_many(target: tuple[str, dict[str, Any] | None], seed: int) -> None:
-    assert _random_pause_case(*target, seed, "append") == 0
+def test_writers_stopped_at_random_moments_lose_nothing_many(
+    target: tuple[str, dict[str, Any] | None], seed: int, scenario: str
+) -> None:
+    assert _random_pause_case(*target, seed, scenario) == 0
 
 
 # ----------------------------------------------------------------------------------- region writes
