@@ -48,6 +48,7 @@ from zarr_dask.errors import (
 )
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
+from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store, uploads
 from zarr_dask.store.arena import read_arena
@@ -222,6 +223,8 @@ def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
         return True
     if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
         chunk, fill = chunk.view("i8"), fill.view("i8")
+    elif is_ml(chunk.dtype):  # ml_dtypes types (and records of them): compare bit patterns
+        chunk, fill = chunk.view(bits_dtype(chunk.dtype)), fill.view(bits_dtype(fill.dtype))
     fv = fill[()]
     first = chunk[(0,) * chunk.ndim]
     if chunk.dtype.kind in "fc" and np.isnan(fv):
@@ -477,7 +480,7 @@ class ChunkIO:
     def _scratch(self, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
         """A reusable per-thread buffer for one chunk (no fresh allocation, so no page faults, per chunk)."""
         bufs: dict[tuple[Any, ...], np.ndarray[Any, Any]] = _SCRATCH.__dict__.setdefault("bufs", {})
-        k = (shape, self.dtype.str)
+        k = (shape, self.dtype)  # not dtype.str: every record and ml_dtypes type of a size is "|V<n>"
         buf = bufs.get(k)
         if buf is None:
             if len(bufs) > 8:
