@@ -5,6 +5,7 @@ registry's sample data (bitround) and numcodecs where it implements the algorith
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -189,3 +190,39 @@ def test_packbits_corrupt_chunks_are_decode_errors(tmp_path):
     chunk.write_bytes(b"\x03\x00\x00")
     with pytest.raises(ChunkDecodeError, match="packbits"):
         zarr_dask.open_array(tmp_path / "p.zarr")[...]
+
+
+# ------------------------------------------------------------------------------------------------- reshape
+@pytest.mark.parametrize(("shape", "chunks"), [
+    ([[0, 1], [2], 3], (10, 5, 4, 3)), ([-1], (6, 4)), ([2, -1, [2]], (4, 3, 5)), ([[0], 12], (6, 3, 4)),
+    ([[], [0, 1]], (6, 4)),
+])  # fmt: skip
+def test_reshape_round_trips_and_stores_the_c_order_elements(tmp_path, shape, chunks):
+    data = np.arange(2 * math.prod(chunks), dtype="i4").reshape(2 * chunks[0], *chunks[1:])
+    reshape = {"name": "reshape", "configuration": {"shape": shape}}
+    arr = _array(tmp_path, data, [reshape, LE, {"name": "zstd", "configuration": {"level": 1}}], chunks=chunks)
+    np.testing.assert_array_equal(arr[...], data)
+    np.testing.assert_array_equal(zarr_dask.from_zarr(tmp_path / "a.zarr")[1:, ..., :2].compute(), data[1:, ..., :2])
+    assert arr.metadata.codecs[0] == reshape
+    plain = _array(tmp_path, data, [LE, {"name": "zstd", "configuration": {"level": 1}}], chunks=chunks,
+                   name="b.zarr")  # fmt: skip
+    key = "c/" + "/".join("1" if i == 0 else "0" for i in range(data.ndim))
+    assert plain.store.get(key) == arr.store.get(key)  # reshaping keeps the C-order bytes
+
+
+def test_reshape_with_transpose(tmp_path):
+    data = np.arange(4 * 6, dtype="u2").reshape(4, 6)
+    codecs = [{"name": "transpose", "configuration": {"order": [1, 0]}},
+              {"name": "reshape", "configuration": {"shape": [-1]}}, LE]  # fmt: skip
+    _array(tmp_path, data, codecs, chunks=(2, 3))
+    assert np.frombuffer((tmp_path / "a.zarr" / "c" / "0" / "0").read_bytes(), "<u2").tolist() == [0, 6, 1, 7, 2, 8]
+
+
+@pytest.mark.parametrize(("shape", "match"), [
+    ([[1], [0]], "strictly increasing"), ([[1, 0], 2], "strictly increasing"), ([5, -1], "no size for -1"),
+    ([-1, -1], "at most once"), ([7], "does not hold"), ([0], "positive size"), ("x", "must be a list"),
+    ([[2]], "strictly increasing order and below 2"), ([[1], 6], "does not line up"),
+])  # fmt: skip
+def test_reshape_refuses_what_the_registry_forbids(tmp_path, shape, match):
+    with pytest.raises(MetadataError, match=match):
+        _array(tmp_path, np.zeros((6, 4), "i4"), [{"name": "reshape", "configuration": {"shape": shape}}, LE])

@@ -25,6 +25,7 @@ from zarr_dask.codecs.builtin import (
 )
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST, codec_from_numcodecs
 from zarr_dask.codecs.packbits import parse_packbits
+from zarr_dask.codecs.reshape import parse_reshape
 from zarr_dask.codecs.sharding import parse_sharding
 from zarr_dask.codecs.value import parse_cast_value, parse_scale_offset
 from zarr_dask.errors import MetadataError, UnknownCodecError
@@ -54,6 +55,7 @@ V3_CODECS: dict[str, V3Parser] = {
     "cast_value": parse_cast_value,
     "bitround": parse_bitround,  # zarr-extensions (zarrs)
     "packbits": parse_packbits,  # zarr-extensions (zarrs, tensorstore)
+    "reshape": parse_reshape,  # zarr-extensions
 }
 """v3 core and registered codec names we implement."""
 
