@@ -226,3 +226,55 @@ def test_reshape_with_transpose(tmp_path):
 def test_reshape_refuses_what_the_registry_forbids(tmp_path, shape, match):
     with pytest.raises(MetadataError, match=match):
         _array(tmp_path, np.zeros((6, 4), "i4"), [{"name": "reshape", "configuration": {"shape": shape}}, LE])
+
+
+# --------------------------------------------------------------------------------------------- conditional
+ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
+
+
+def _conditional(*codecs, **extra):
+    return {"name": "conditional", "configuration": {"codecs": list(codecs), **extra}}
+
+
+def test_conditional_compresses_only_what_shrinks(tmp_path):
+    data = np.zeros((2, 64), "u2")
+    data[1] = np.random.default_rng(3).integers(0, 2**16, 64)  # incompressible
+    data[0, 0] = 1
+    arr = _array(tmp_path, data, [LE, _conditional(ZSTD)], chunks=(1, 64))
+    first, second = ((tmp_path / "a.zarr" / "c" / str(i) / "0").read_bytes() for i in (0, 1))
+    assert first[0] == 1 and len(first) < 40  # zstd applied
+    assert second[0] == 0 and second[1:] == data[1].astype("<u2").tobytes()  # stored raw behind the header
+    np.testing.assert_array_equal(arr[...], data)
+
+
+def test_conditional_reads_hand_written_chunks_in_reverse_order(tmp_path):
+    numcodecs = pytest.importorskip("numcodecs")
+    data = np.arange(32, dtype="<u4")
+    gzip = {"name": "gzip", "configuration": {"level": 5}}
+    _array(tmp_path, data + 1, [LE, _conditional(ZSTD, gzip, header_bits=16)], chunks=(32,))
+    chunk = tmp_path / "a.zarr" / "c" / "0"
+    both = numcodecs.GZip(5).encode(numcodecs.Zstd(1).encode(data.tobytes()))
+    for mask, body in ((0b11, both), (0b10, numcodecs.GZip(5).encode(data.tobytes())), (0, data.tobytes())):
+        chunk.write_bytes(mask.to_bytes(2, "little") + bytes(body))
+        np.testing.assert_array_equal(zarr_dask.open_array(tmp_path / "a.zarr")[...], data)
+
+
+def test_conditional_corrupt_headers_are_decode_errors(tmp_path):
+    from zarr_dask.errors import ChunkDecodeError
+
+    _array(tmp_path, np.ones(8, "u1"), ["bytes", _conditional(ZSTD)])
+    chunk = tmp_path / "a.zarr" / "c" / "0"
+    for raw, match in ((b"\x02" + bytes(8), "beyond its 1 codecs"), (b"", "fewer than"), (b"\x00" + bytes(7), "7 bytes")):
+        chunk.write_bytes(raw)
+        with pytest.raises(ChunkDecodeError, match=match):
+            zarr_dask.open_array(tmp_path / "a.zarr")[...]
+
+
+@pytest.mark.parametrize(("config", "match"), [
+    ({"codecs": []}, "non-empty list"), ({"codecs": [ZSTD], "header_bits": 4}, "multiple of 8"),
+    ({"codecs": [LE]}, "not a bytes->bytes"), ({"codecs": [ZSTD], "x": 1}, "unknown configuration"),
+    ({"codecs": [{"name": "numcodecs.pickle"}]}, "pickle"),
+])  # fmt: skip
+def test_conditional_bad_configurations(tmp_path, config, match):
+    with pytest.raises((MetadataError, zarr_dask.errors.UnsafeCodecError), match=match):
+        _array(tmp_path, np.zeros(3, "u1"), ["bytes", {"name": "conditional", "configuration": config}])

@@ -23,6 +23,7 @@ from zarr_dask.codecs.builtin import (
     parse_vlen_utf8,
     parse_zstd,
 )
+from zarr_dask.codecs.conditional import parse_conditional
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST, codec_from_numcodecs
 from zarr_dask.codecs.packbits import parse_packbits
 from zarr_dask.codecs.reshape import parse_reshape
@@ -56,6 +57,7 @@ V3_CODECS: dict[str, V3Parser] = {
     "bitround": parse_bitround,  # zarr-extensions (zarrs)
     "packbits": parse_packbits,  # zarr-extensions (zarrs, tensorstore)
     "reshape": parse_reshape,  # zarr-extensions
+    "conditional": parse_conditional,  # zarr-extensions
 }
 """v3 core and registered codec names we implement."""
 
