@@ -278,3 +278,68 @@ def test_conditional_corrupt_headers_are_decode_errors(tmp_path):
 def test_conditional_bad_configurations(tmp_path, config, match):
     with pytest.raises((MetadataError, zarr_dask.errors.UnsafeCodecError), match=match):
         _array(tmp_path, np.zeros(3, "u1"), ["bytes", {"name": "conditional", "configuration": config}])
+
+
+# ---------------------------------------------------------------------------------------------- n5_default
+def _n5_zarr_json(shape, chunks, dtype, compressor=None):
+    inner = [{"name": "transpose", "configuration": {"order": list(range(len(shape)))[::-1]}},
+             {"name": "bytes", "configuration": {"endian": "big"}}, *([compressor] if compressor else [])]  # fmt: skip
+    return {"zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
+            "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "/"}}, "fill_value": 0,
+            "codecs": [{"name": "n5_default", "configuration": {"codecs": inner}}]}  # fmt: skip
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(("compression", "codec"), [
+    ({"type": "raw"}, None), ({"type": "gzip"}, {"name": "gzip", "configuration": {"level": 6}}),
+])  # fmt: skip
+def test_n5_default_reads_and_writes_tensorstore_n5(tmp_path, compression, codec):
+    ts = pytest.importorskip("tensorstore")
+    data = np.arange(5 * 7, dtype="u2").reshape(5, 7) * 3
+    spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(tmp_path / "n5")}}
+    t = ts.open({**spec, "metadata": {"dimensions": [5, 7], "blockSize": [2, 3], "dataType": "uint16",
+                                      "compression": compression}}, create=True).result()  # fmt: skip
+    t[...] = data
+    # the same directory, readable as Zarr v3 (the registry's N5-and-Zarr layout): zarr.json beside attributes.json
+    (tmp_path / "n5" / "zarr.json").write_text(json.dumps(_n5_zarr_json((5, 7), (2, 3), "uint16", codec)))
+    arr = zarr_dask.open_array(tmp_path / "n5", mode="r+")
+    np.testing.assert_array_equal(arr[...], data)
+    arr[1:4, 2:6] = 999  # we write blocks tensorstore reads back
+    data[1:4, 2:6] = 999
+    np.testing.assert_array_equal(ts.open(spec).result().read().result(), data)
+    assert (tmp_path / "n5" / "1" / "1").read_bytes()[:16].hex().startswith("00000002" "00000002" "00000003")
+
+
+def test_n5_default_pads_truncated_edge_blocks_and_checks_headers(tmp_path):
+    from zarr_dask.errors import ChunkDecodeError
+
+    (tmp_path / "a.zarr").mkdir()
+    (tmp_path / "a.zarr" / "zarr.json").write_text(json.dumps(_n5_zarr_json((3, 5), (2, 4), "int16")))
+    block = tmp_path / "a.zarr" / "1" / "1"
+    block.parent.mkdir()
+    body = np.array([[7]], ">i2").T.tobytes()  # a 1x1 edge block, as Java N5 writes it
+    block.write_bytes(bytes.fromhex("0000" "0002" "00000001" "00000001") + body)
+    out = zarr_dask.open_array(tmp_path / "a.zarr")[...]
+    assert out[2, 4] == 7 and out.sum() == 7
+    for header, match in (("0001000200000001", "mode 1"), ("0000000300000001", "3 dimensions"),
+                          ("0000000200000003" "00000001", "larger than the chunk"), ("0000", "fewer than")):  # fmt: skip
+        raw = bytes.fromhex(header) + (bytes.fromhex("00000001") if len(header) == 16 else b"") + body
+        block.write_bytes(raw)
+        with pytest.raises(ChunkDecodeError, match=match):
+            zarr_dask.open_array(tmp_path / "a.zarr")[...]
+
+
+@pytest.mark.parametrize(("codecs", "match"), [
+    ([LE], "first nested codec must be a transpose"),
+    ([{"name": "transpose", "configuration": {"order": [1, 0]}}, LE], "endian 'big'"),
+    ([{"name": "transpose", "configuration": {"order": [1, 0]}}, {"name": "bytes", "configuration": {"endian": "big"}},
+      ZSTD, ZSTD], "at most one"),
+])  # fmt: skip
+def test_n5_default_bad_chains(tmp_path, codecs, match):
+    doc = _n5_zarr_json((4, 4), (2, 2), "int16")
+    doc["codecs"][0]["configuration"]["codecs"] = codecs
+    (tmp_path / "a.zarr").mkdir()
+    (tmp_path / "a.zarr" / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=match):
+        zarr_dask.open_array(tmp_path / "a.zarr")

@@ -24,6 +24,7 @@ from zarr_dask.codecs.builtin import (
     parse_zstd,
 )
 from zarr_dask.codecs.conditional import parse_conditional
+from zarr_dask.codecs.n5 import parse_n5_default
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST, codec_from_numcodecs
 from zarr_dask.codecs.packbits import parse_packbits
 from zarr_dask.codecs.reshape import parse_reshape
@@ -58,6 +59,7 @@ V3_CODECS: dict[str, V3Parser] = {
     "packbits": parse_packbits,  # zarr-extensions (zarrs, tensorstore)
     "reshape": parse_reshape,  # zarr-extensions
     "conditional": parse_conditional,  # zarr-extensions
+    "n5_default": parse_n5_default,  # zarr-extensions
 }
 """v3 core and registered codec names we implement."""
 
