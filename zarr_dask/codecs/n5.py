@@ -63,10 +63,11 @@ class N5DefaultCodec(ArrayBytesCodec):
                                 f"(N5 blocks are big-endian), got {codecs[1:2]}")  # fmt: skip
         if len(codecs) > 3:
             raise MetadataError(f"codec 'n5_default': at most one codec may follow bytes, got {codecs[2:]}")
-        inner = pipeline_from_v3(codecs, data_type=spec.data_type, chunk_shape=spec.shape)
-        if len(codecs) == 3 and inner.codecs[-1].kind != "bytes_bytes":
+        from zarr_dask.codecs.registry import codec_from_v3  # the registry imports this module
+
+        if len(codecs) == 3 and codec_from_v3(codecs[2]).kind != "bytes_bytes":
             raise MetadataError(f"codec 'n5_default': {codecs[2]!r} is not a bytes->bytes codec")
-        return type(self)(self.codecs, inner)
+        return type(self)(self.codecs, pipeline_from_v3(codecs, data_type=spec.data_type, chunk_shape=spec.shape))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": {"codecs": copy.deepcopy(self.codecs)}}
