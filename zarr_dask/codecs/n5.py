@@ -38,7 +38,19 @@ def _config(entry: Any) -> Mapping[str, Any]:
 
 
 class N5DefaultCodec(ArrayBytesCodec):
-    """``{"name": "n5_default", "configuration": {"codecs": [transpose, bytes (big), compressor?]}}``."""
+    """``{"name": "n5_default", "configuration": {"codecs": [transpose, bytes (big), compressor?]}}``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from zarr_dask.codecs import ChunkSpec
+    >>> from zarr_dask.spec import parse_data_type
+    >>> spec = ChunkSpec(shape=(2, 3), data_type=parse_data_type("uint8", zarr_format=3), fill_value=np.zeros((), "u1"))
+    >>> codec = parse_n5_default({"codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}},
+    ...                                      {"name": "bytes"}]}).bind(spec)
+    >>> bytes(codec.encode(np.arange(6, dtype="u1").reshape(2, 3), spec)).hex()  # header, then F order
+    '000000020000000200000003000301040205'
+    """
 
     name = "n5_default"
     max_ratio = None  # the nested pipeline checks its own stored sizes
