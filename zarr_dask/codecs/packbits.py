@@ -106,7 +106,7 @@ class PackbitsCodec(ArrayBytesCodec):
     """
 
     name = "packbits"
-    max_ratio = 64  # one bit per bool / 1-bit element decodes to one byte... and a 64-bit one to 8 bytes per bit
+    max_ratio = 64  # one stored bit may decode to 8 bytes (a single bit kept of each int64)
 
     def __init__(self, config: Mapping[str, Any], padding: Padding, first: int | None, last: int | None,
                  layout: tuple[int, int, bool] | None = None) -> None:  # fmt: skip
