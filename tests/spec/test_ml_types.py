@@ -176,3 +176,12 @@ def test_without_ml_dtypes_the_error_names_the_package(monkeypatch):
     with pytest.raises(DataTypeError, match="ml_dtypes"):
         parse_data_type("complex_bfloat16", zarr_format=3)
     assert parse_data_type("complex_float16", zarr_format=3).numpy_dtype.itemsize == 4  # NumPy's float16
+
+
+def test_struct_fields_of_ml_types_are_refused_not_written_as_bytes():
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    with pytest.raises(DataTypeError, match="complex_<type>"):
+        data_type_from_numpy([("real", bf16), ("imag", bf16)], zarr_format=3)
+    with pytest.raises(DataTypeError, match="field 'x' has the ML type"):
+        parse_data_type({"name": "struct", "configuration": {"fields": [{"name": "x", "data_type": "int4"}]}},
+                        zarr_format=3)  # fmt: skip

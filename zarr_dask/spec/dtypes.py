@@ -358,9 +358,10 @@ def _v3_field_dtype(struct_name: str, field_name: Any, field_type: Any) -> np.dt
     if not isinstance(field_name, str) or not field_name:
         raise DataTypeError(f"data_type {struct_name!r}: field name {field_name!r} must be a non-empty string")
     inner = _parse_v3(field_type)
-    if inner.vlen is not None:
-        raise DataTypeError(f"data_type {struct_name!r}: field {field_name!r} has variable-length type "
-                            f"{field_type!r}; struct fields must be fixed-size")  # fmt: skip
+    if inner.vlen is not None or ml.is_ml(inner.numpy_dtype):
+        what = "variable-length" if inner.vlen is not None else "the ML"
+        raise DataTypeError(f"data_type {struct_name!r}: field {field_name!r} has {what} type {field_type!r}; "
+                            "zarr_dask's struct fields are fixed-size NumPy types")  # fmt: skip
     return inner.numpy_dtype
 
 
@@ -438,6 +439,9 @@ def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
                             "(split the subarray into separate fields, or use zarr_format=2)")  # fmt: skip
     if dtype.names is not None and dtype.fields is not None:
         fields = dtype.fields
+        if ml.is_ml(dtype):  # their fill values would be written as opaque bytes
+            raise DataTypeError(f"dtype {dtype} has a field of an ml_dtypes type; zarr_dask's struct fields are "
+                                "NumPy types (for complex values use the complex_<type> data types)")  # fmt: skip
         return _packed_struct([(name, _native(fields[name][0])) for name in dtype.names])
     if ml.ml_name(dtype) is not None:
         return dtype  # ml_dtypes types are native and lose their identity under newbyteorder

@@ -109,8 +109,8 @@ def _scalar_name(dtype: np.dtype[Any]) -> str | None:
 def ml_name(dtype: np.dtype[Any]) -> str | None:
     """The data type name of an ``ml_dtypes`` dtype (``bfloat16``, ``int4``, ...), else None.
 
-    A record ``[("real", T), ("imag", T)]`` is named ``complex_<T>`` only through a parsed data type: a user's
-    record stays a ``struct``.
+    A record ``[("real", T), ("imag", T)]`` is named ``complex_<T>`` only through a parsed data type (a user's
+    record of ML types is refused: :func:`zarr_dask.spec.dtypes.data_type_from_numpy`).
     """
     return _scalar_name(dtype)
 
