@@ -162,3 +162,12 @@ def test_zom_cli_and_html_name_the_type(tmp_path):
     assert "float8_e5m2" in arr._repr_html_() and "float8_e5m2" in spec._repr_html_()
     out = run("info", str(tmp_path / "a.zarr")).stdout
     assert "float8_e5m2" in out and "raw" not in out
+
+
+def test_complex_types_are_shown_by_their_registered_name(tmp_path):
+    group = zarr_dask.create_group(tmp_path / "g.zarr")
+    zarr_dask.create_array(tmp_path / "g.zarr", name="w", shape=(4,), chunks=(2,), dtype="complex_bfloat16")
+    assert "complex_bfloat16" in group._repr_html_() and "real" not in group._repr_html_()
+    for command in ("tree", "info"):
+        out = run(command, str(tmp_path / "g.zarr" / "w") if command == "info" else str(tmp_path / "g.zarr")).stdout
+        assert "complex_bfloat16" in out and "real" not in out, out

@@ -109,7 +109,7 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     dtype = meta.data_type.numpy_dtype
     chunks, shards, _ = _layout(meta)
     nchunks = math.prod(-(-n // c) for n, c in zip(shape, chunks, strict=True)) if all(chunks) else 0
-    rows = [("Shape", str(shape)), ("Data type", str(dtype)),
+    rows = [("Shape", str(shape)), ("Data type", meta.data_type.label),
             ("Chunks", f"{chunks} ({_human(math.prod(chunks) * dtype.itemsize)} each, {nchunks} in all)")]  # fmt: skip
     if shards is not None:
         nshards = math.prod(-(-n // s) for n, s in zip(shape, shards, strict=True))
@@ -147,7 +147,7 @@ def _label(name: str, node: Any) -> str:
         extra = f" chunks {chunks}" + (f" shards {shards}" if shards else "")
         dims = f" ({', '.join(str(d) for d in meta.dimension_names)})" if meta.dimension_names else ""
         return (f"<span title='{_e(_codecs(meta))}'>📄 <b>{_e(name)}</b>{_e(dims)} {_e(tuple(meta.shape))} "
-                f"{_e(meta.data_type.numpy_dtype)}<span class='zd-dim'>{_e(extra)}</span></span>")  # fmt: skip
+                f"{_e(meta.data_type.label)}<span class='zd-dim'>{_e(extra)}</span></span>")  # fmt: skip
     implicit = " <span class='zd-dim'>(implicit group)</span>" if getattr(node, "implicit", False) else ""
     return f"📁 <b>{_e(name)}</b>{implicit}"
 

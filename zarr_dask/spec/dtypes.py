@@ -115,6 +115,11 @@ class DataType:
         return self.vlen is None and _dtype_has_endianness(self.numpy_dtype)
 
     @property
+    def label(self) -> str:
+        """How reprs name the type: the registered name of an ML type (``complex_bfloat16``), else the dtype."""
+        return self.name if self.zarr_format == 3 and self.name in ml.ML_NAMES else str(self.numpy_dtype)
+
+    @property
     def _fills(self) -> Any:
         """The fill-value functions of this type: :mod:`.ml_types` for the ML types, else :mod:`.fill_values`."""
         return ml if self.zarr_format == 3 and self.name in ml.ML_NAMES else fv
