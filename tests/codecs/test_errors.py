@@ -58,7 +58,7 @@ def test_codecs_must_be_a_list():
 
 # ----------------------------------------------------------------------------------------- unknown / bad
 def test_unknown_codec_lists_supported_names():
-    with pytest.raises(UnknownCodecError, match="'foo'.*supported: blosc, bytes"):
+    with pytest.raises(UnknownCodecError, match="'foo'.*supported: bitround, blosc, bytes"):
         v3([LE, {"name": "foo"}])
     with pytest.raises(UnknownCodecError):  # must_understand false does not make it skippable
         v3([LE, {"name": "foo", "must_understand": False}])

@@ -57,6 +57,56 @@ def sharded(inner: Any, index_location: str = "end") -> list[dict[str, Any]]:
         "index_codecs": [BYTES_CODEC, {"name": "crc32c"}], "index_location": index_location}}]  # fmt: skip
 
 
+#: JSON of any type: what a hostile sharding configuration holds where an object or a list belongs
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(allow_nan=False), st.text(max_size=8),
+              st.sampled_from(["bytes", "sharding_indexed", "end"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(
+        ["name", "configuration", "chunk_shape", "codecs", "endian", "x"]), inner, max_size=3)),
+    max_leaves=8,
+)  # fmt: skip
+SHARDING_KEYS = ["configuration", "chunk_shape", "codecs", "index_codecs", "index_location", "inner codec",
+                 "inner sharding"]  # fmt: skip
+
+
+def hostile_sharding(key: str, value: Any) -> list[Any]:
+    """A valid sharding chain with one part replaced by ``value`` (of any JSON type)."""
+    chain = sharded([2])
+    config = chain[0]["configuration"]
+    if key == "configuration":
+        chain[0]["configuration"] = value
+    elif key == "inner codec":
+        config["codecs"] = [BYTES_CODEC, value]
+    elif key == "inner sharding":  # nested sharding whose own configuration is hostile
+        config["codecs"] = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1], "codecs": value}}]
+    else:
+        config[key] = value
+    return chain
+
+
+#: the zarr-extensions codecs of 2025-26, each with a valid configuration that the fuzzer spoils one key of
+EXTENSION_CODECS: dict[str, dict[str, Any]] = {
+    "bitround": {"keepbits": 3},
+    "packbits": {"padding_encoding": "first_byte"},
+    "reshape": {"shape": [[0, 1]]},
+    "conditional": {"codecs": [{"name": "zstd", "configuration": {"level": 1}}]},
+    "n5_default": {"codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}},
+                              {"name": "bytes", "configuration": {"endian": "big"}}]},
+}  # fmt: skip
+N5_HEADER = bytes.fromhex("0000" "0002" "00000004" "00000006")
+
+
+def extension_chain(name: str, key: str | None, value: Any) -> list[Any]:
+    """A chain around the codec ``name``, its configuration's ``key`` set to ``value`` (None: kept valid)."""
+    config = json.loads(json.dumps(EXTENSION_CODECS[name]))
+    if key is not None:
+        config[key] = value
+    codec = {"name": name, "configuration": config}
+    if name in ("bitround", "reshape"):
+        return [codec, BYTES_CODEC]
+    return [BYTES_CODEC, codec] if name == "conditional" else [codec]
+
+
 def _exercise(files: dict[str, bytes]) -> str:
     """Write ``files`` into a fresh memory store and local directory; open, read and build graphs."""
     outcome = "ok"
@@ -168,9 +218,24 @@ def main() -> None:
         doc["fill_value"] = "" if dtype == "string" else ""
         run({"a/zarr.json": json.dumps(doc).encode(), "a/c/0": count.to_bytes(4, "little") + payload})
 
+    @fuzz
+    @given(st.sampled_from(SHARDING_KEYS), json_values, st.booleans())
+    def sharding_config(key: str, value: Any, outer: bool) -> None:
+        codecs = hostile_sharding(key, value) + ([{"name": "gzip", "configuration": {"level": 1}}] if outer else [])
+        run({"a/zarr.json": json.dumps(v3_doc([8], [4], codecs)).encode(), "a/c/0": b"\x00" * 64})
+
+    @fuzz
+    @given(st.sampled_from(sorted(EXTENSION_CODECS)), st.sampled_from([None, "keepbits", "padding_encoding",
+           "first_bit", "last_bit", "shape", "codecs", "header_bits", "x"]), json_values, st.booleans(),
+           st.binary(max_size=200))  # fmt: skip
+    def extension_codecs(name: str, key: str | None, value: Any, header: bool, payload: bytes) -> None:
+        codecs = extension_chain(name, key, value)
+        chunk = (N5_HEADER if header and name == "n5_default" else b"\x01"[: int(header)]) + payload
+        run({"a/zarr.json": json.dumps(v3_doc([8, 6], [4, 6], codecs)).encode(), "a/c/0/0": chunk})
+
     # warm up (first imports of the graph modules take about a second), not counted
     _exercise({"a/zarr.json": json.dumps(v3_doc([4], [2], CODECS[1])).encode()})
-    for test in (geometry, geometry_v2, chunk_bytes, shard_index, vlen):
+    for test in (geometry, geometry_v2, chunk_bytes, shard_index, vlen, sharding_config, extension_codecs):
         test()
     print(json.dumps(STATS))
 

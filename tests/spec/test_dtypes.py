@@ -253,7 +253,7 @@ def test_v3_vlen(obj: Any, vlen: str, out: str) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["int31", "foo", "bfloat16", {"name": "int4"}, "r12", "r0", "|i4", "<f4", {"configuration": {}}, 3, None,
+    ["int31", "foo", "bfloat17", {"name": "int3"}, {"name": "int4", "configuration": {"x": 1}}, "r12", "r0", "|i4", "<f4", {"configuration": {}}, 3, None,
      {"name": "int32", "configuration": {"x": 1}}, {"name": "int32", "extra": 1},
      {"name": "int32", "must_understand": "yes"}, {"name": "int32", "configuration": [1]},
      {"name": "numpy.datetime64"}, {"name": "numpy.datetime64", "configuration": {"unit": "ns"}},
@@ -278,8 +278,8 @@ def test_v3_invalid(bad: Any) -> None:
 
 
 def test_v3_unknown_names_the_value() -> None:
-    with pytest.raises(DataTypeError, match="'bfloat16'"):
-        parse_data_type("bfloat16", zarr_format=3)
+    with pytest.raises(DataTypeError, match="'bfloat17'"):
+        parse_data_type("bfloat17", zarr_format=3)
     with pytest.raises(DataTypeError, match="zarr_format"):
         parse_data_type("int8", zarr_format=4)  # type: ignore[arg-type]
 

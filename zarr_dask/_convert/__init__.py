@@ -45,6 +45,7 @@ from zarr_dask.core.create import build_array_metadata
 from zarr_dask.errors import InvalidModeError, NodeExistsError, ZarrDaskError
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
+from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
 from zarr_dask.store import MemoryStore, Store, open_store
 from zarr_dask.zom import ArraySpec, GroupSpec, from_store
@@ -126,8 +127,9 @@ def _arrays(spec: ArraySpec | GroupSpec, prefix: str = "") -> list[tuple[str, Ar
 
 
 def _layout(meta: ArrayMetadata) -> Layout:
-    chunk = inner_chunks(meta)
-    return Layout(unit=shard_shape(meta) or chunk, chunk=chunk)
+    chunk, sharding = inner_chunks(meta), sharding_of(meta)
+    unit = shard_shape(meta) or chunk
+    return Layout(unit=unit, chunk=chunk if sharding is None or sharding.whole_chain else unit)  # the read unit
 
 
 def _staging_metadata(meta: ArrayMetadata, chunks: tuple[int, ...]) -> ArrayMetadataV3:

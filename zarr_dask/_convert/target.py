@@ -28,6 +28,7 @@ from zarr_dask.errors import MetadataError, ZarrDaskError
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularChunkGrid
 from zarr_dask.spec.json import prefixed
+from zarr_dask.spec.layout import flat_codecs, sharding_of
 from zarr_dask.zom import ArraySpec, GroupSpec
 from zarr_dask.zom.convert import array_to_format
 
@@ -149,24 +150,17 @@ def _split_codecs(codecs: Sequence[Any]) -> tuple[list[Any], Any, list[Any]]:
     return filters, serializer, compressors
 
 
-def _sharding(meta: ArrayMetadataV3) -> dict[str, Any] | None:
-    if len(meta.codecs) == 1 and isinstance(meta.codecs[0], Mapping) and meta.codecs[0].get("name") == "sharding_indexed":
-        return dict(meta.codecs[0].get("configuration") or {})
-    return None
-
-
 def inner_chunks(meta: ArrayMetadata) -> tuple[int, ...]:
-    """The chunk shape a reader decodes: the inner chunk of a sharded array, else the (largest) chunk."""
-    if isinstance(meta, ArrayMetadataV3):
-        sharding = _sharding(meta)
-        if sharding is not None:
-            return tuple(int(c) for c in sharding["chunk_shape"])
+    """The chunk shape of the array: the inner chunk of a sharded array, else the (largest) chunk."""
+    sharding = sharding_of(meta)
+    if sharding is not None and sharding.leading:
+        return sharding.inner_chunk_shape
     grids = meta.chunk_grid.dim_grids(meta.shape)
     return tuple(max((g.size(i) for i in range(g.nchunks())), default=1) for g in grids)
 
 
 def shard_shape(meta: ArrayMetadata) -> tuple[int, ...] | None:
-    if isinstance(meta, ArrayMetadataV3) and _sharding(meta) is not None:
+    if sharding_of(meta) is not None:
         grids = meta.chunk_grid.dim_grids(meta.shape)
         return tuple(max((g.size(i) for i in range(g.nchunks())), default=1) for g in grids)
     return None
@@ -266,9 +260,8 @@ def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]
     attributes = dict(m3.attributes)
     if isinstance(meta, ArrayMetadataV2):
         attributes = _xarray_fill_to_v3(meta, attributes)
-    sharding = _sharding(m3)
-    codecs = sharding["codecs"] if sharding is not None else list(m3.codecs)
-    filters, serializer, compressors = _split_codecs(codecs)
+    sharding = sharding_of(m3)
+    filters, serializer, compressors = _split_codecs(flat_codecs(m3.codecs))
     if not (isinstance(options.compressors, str) and options.compressors == "keep"):
         compressors = options.compressors
     chunks = _new_chunks(meta, options)
@@ -277,7 +270,7 @@ def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]
     shards = _clip_shards(meta.shape, chunks, shards)
     itemsize = m3.data_type.itemsize or 16
     if shards is not None:
-        location = sharding.get("index_location", "end") if sharding else "end"
+        location = sharding.configuration.get("index_location", "end") if sharding else "end"
         spec = shards if isinstance(shards, str) else {"shape": shards, "index_location": location}
         grid, inner, location = resolve_shards(spec, chunks, m3.shape, itemsize)
         inner_codecs = v3_codecs_from_user(
@@ -301,8 +294,7 @@ def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]
 
 
 def _v3_to_v2_codecs(meta: ArrayMetadataV3) -> tuple[list[Any], list[Any], Literal["C", "F"], np.dtype[Any]]:
-    sharding = _sharding(meta)
-    filters, serializer, compressors = _split_codecs(sharding["codecs"] if sharding else list(meta.codecs))
+    filters, serializer, compressors = _split_codecs(flat_codecs(meta.codecs))
     order: Literal["C", "F"] = "C"
     kept = []
     for f in filters:

@@ -88,7 +88,7 @@ def array_info(array: zarr_dask.Array, scan: bool = True) -> dict[str, Any]:
         "store": array.store.url,
         "path": array.name,
         "shape": list(array.shape),
-        "dtype": str(array.dtype),
+        "dtype": array.metadata.data_type.label,
         "chunks": list(array.chunks),
         "shards": list(array.shards) if array.shards is not None else None,
         "chunk_key_encoding": array.metadata.chunk_key_encoding.to_json(),
@@ -174,7 +174,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _label(name: str, node: Any, details: bool) -> str:
     if isinstance(node, zarr_dask.Group):
         return name + (" (implicit group)" if node.implicit else "")
-    label = f"{name} {node.shape} {node.dtype}"
+    label = f"{name} {node.shape} {node.metadata.data_type.label}"
     if details:
         label += f" chunks={node.chunks}"
         if node.shards is not None:

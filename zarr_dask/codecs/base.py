@@ -206,7 +206,7 @@ def has_endianness(dtype: np.dtype[Any]) -> bool:
         return any(has_endianness(f[0]) for f in dtype.fields.values())
     if dtype.subdtype is not None:
         return has_endianness(dtype.subdtype[0])
-    return dtype.byteorder != "|" and dtype.kind != "O"
+    return dtype.byteorder != "|" and dtype.kind != "O" and dtype.itemsize > 1  # 1-byte ml_dtypes types say "="
 
 
 def derived_data_type(base: DataType, dtype: np.dtype[Any]) -> DataType:

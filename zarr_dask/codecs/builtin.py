@@ -31,6 +31,7 @@ from zarr_dask.codecs.base import (
 )
 from zarr_dask.codecs.numcodecs_bridge import NumcodecsBytesBytes, make_numcodecs
 from zarr_dask.errors import ChunkDecodeError, ChunkEncodeError, MetadataError
+from zarr_dask.spec.ml_types import bits_dtype, low_bits, sub_byte
 
 __all__ = [
     "BloscCodec",
@@ -132,11 +133,22 @@ class BytesCodec(ArrayBytesCodec):
         return self
 
     def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
-        """The dtype of the stored elements (``dtype`` with the configured byte order)."""
+        """The dtype of the stored elements (``dtype`` with the configured byte order).
+
+        ``ml_dtypes`` types lose their identity under ``newbyteorder``: they are stored as the unsigned ints of
+        their bit patterns, and the sub-byte ones always (their upper bits are cleared, :func:`low_bits`).
+        """
         endian = self.endian or self._implied
         if endian is None or not has_endianness(dtype):
-            return dtype
-        return dtype.newbyteorder(_ORDER_CHAR[endian])
+            return bits_dtype(dtype) if sub_byte(dtype) else dtype
+        stored = bits_dtype(dtype).newbyteorder(_ORDER_CHAR[endian])
+        return dtype if stored.isnative else stored
+
+    def from_stored(self, arr: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+        """A decoded array of ``stored_dtype(dtype)`` that may be changed in place, as ``dtype``."""
+        if not arr.dtype.isnative:
+            arr = arr.byteswap(inplace=True)
+        return low_bits(arr.view(dtype))
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         return math.prod(spec.shape) * spec.dtype.itemsize
@@ -147,7 +159,10 @@ class BytesCodec(ArrayBytesCodec):
         return {"name": "bytes", "configuration": {"endian": self.endian}}
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> BufferLike:
-        flat = np.ascontiguousarray(chunk, dtype=self.stored_dtype(spec.dtype)).reshape(-1)
+        bits = bits_dtype(spec.dtype)
+        if bits != spec.dtype:  # ml_dtypes types: their bit patterns, as unsigned ints
+            chunk = low_bits(np.ascontiguousarray(chunk, dtype=spec.dtype)).view(bits)
+        flat = np.ascontiguousarray(chunk, dtype=bits_dtype(self.stored_dtype(spec.dtype))).reshape(-1)
         return flat if self.v2 else flat.view(np.uint8)
 
     def decode(self, data: BufferLike, spec: ChunkSpec) -> np.ndarray[Any, Any]:
@@ -157,7 +172,9 @@ class BytesCodec(ArrayBytesCodec):
         if got != expected:
             raise wrong_size("bytes", got, expected)
         arr = np.frombuffer(as_byte_view(data), dtype=stored).reshape(spec.shape)
-        return arr if stored == spec.dtype else arr.astype(spec.dtype)
+        bits = bits_dtype(spec.dtype)
+        arr = arr if stored in (bits, spec.dtype) else arr.astype(bits)
+        return arr if arr.dtype == spec.dtype else low_bits(arr.view(spec.dtype))
 
 
 def parse_bytes(configuration: Mapping[str, Any] | None) -> Codec:

@@ -232,7 +232,7 @@ class _Plan:
         out = np.empty(self.ab_spec.shape, dtype=self._stored)
         self._bb0.decode_into(buf, out)  # type: ignore[union-attr]  # fast path implies a bb0
         if self._swap:
-            out = out.byteswap(inplace=True).view(self.ab_spec.dtype)
+            out = self.ab.from_stored(out, self.ab_spec.dtype)  # type: ignore[attr-defined]  # a BytesCodec
         for aa_codec, aa_spec in self._aa_rev:
             out = aa_codec.decode(out, aa_spec)
         return out

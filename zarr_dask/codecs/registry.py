@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zarr_dask.codecs.base import Codec
+from zarr_dask.codecs.bitround import parse_bitround
 from zarr_dask.codecs.builtin import (
     VlenCodec,
     parse_blosc,
@@ -22,7 +23,11 @@ from zarr_dask.codecs.builtin import (
     parse_vlen_utf8,
     parse_zstd,
 )
+from zarr_dask.codecs.conditional import parse_conditional
+from zarr_dask.codecs.n5 import parse_n5_default
 from zarr_dask.codecs.numcodecs_bridge import ALLOWLIST, codec_from_numcodecs
+from zarr_dask.codecs.packbits import parse_packbits
+from zarr_dask.codecs.reshape import parse_reshape
 from zarr_dask.codecs.sharding import parse_sharding
 from zarr_dask.codecs.value import parse_cast_value, parse_scale_offset
 from zarr_dask.errors import MetadataError, UnknownCodecError
@@ -50,6 +55,11 @@ V3_CODECS: dict[str, V3Parser] = {
     "vlen-bytes": parse_vlen_bytes,
     "scale_offset": parse_scale_offset,  # zarr-extensions, written by zarr-python >= 3.4
     "cast_value": parse_cast_value,
+    "bitround": parse_bitround,  # zarr-extensions (zarrs)
+    "packbits": parse_packbits,  # zarr-extensions (zarrs, tensorstore)
+    "reshape": parse_reshape,  # zarr-extensions
+    "conditional": parse_conditional,  # zarr-extensions
+    "n5_default": parse_n5_default,  # zarr-extensions
 }
 """v3 core and registered codec names we implement."""
 

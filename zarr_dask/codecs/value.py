@@ -27,7 +27,7 @@ __all__ = ["CastValueCodec", "ScaleOffsetCodec", "parse_cast_value", "parse_scal
 Array = np.ndarray[Any, Any]
 
 #: Data types both codecs take (zarr-extensions lists more: int2/int4, bfloat16, the float8 family...,
-#: which zarr_dask has no data type for).
+#: which zarr_dask stores (:mod:`zarr_dask.spec.ml_types`) but does not cast to or from).
 NUMERIC_TYPES = frozenset(
     [
         "int8",
@@ -257,7 +257,8 @@ def _cast_target(data_type: Any) -> tuple[np.dtype[Any], Any]:
     )
     if name in _ELSEWHERE:
         raise MetadataError(
-            f"codec 'cast_value': data_type {name!r} is not supported by zarr_dask (no NumPy data type); "
+            f"codec 'cast_value': data_type {name!r} is not supported by zarr_dask (it stores that type, but "
+            "does not cast to it); "
             f"supported: {', '.join(sorted(NUMERIC_TYPES))}"
         )
     try:

@@ -36,6 +36,7 @@ from zarr_dask.errors import (
 )
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularDimGrid
+from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
 from zarr_dask.store.versioned import Versioned, conditional, transact
@@ -333,16 +334,19 @@ class Array(SelectionMixin):
 
         For a rectilinear grid: the largest chunk per dimension (see :attr:`read_chunk_sizes` for all).
         """
-        sharding = self._io.sharding
-        if sharding is not None:
-            return tuple(sharding.chunk_shape)
+        sharding = sharding_of(self.metadata)
+        if sharding is not None and sharding.leading:
+            return sharding.inner_chunk_shape
         return self._largest(self._io.grids)
 
     @property
     def shards(self) -> tuple[int, ...] | None:
-        """The shard shape of a sharded array, else None (the largest shard per dimension for a rectilinear
-        shard grid; see :attr:`write_chunk_sizes` for all)."""
-        if self._io.sharding is None:
+        """The shard shape of a sharded array (:func:`~zarr_dask.spec.layout.sharding_of`), else None (the
+        largest shard per dimension for a rectilinear shard grid; see :attr:`write_chunk_sizes` for all).
+
+        Also for ``[sharding_indexed, gzip]``, whose storage keys hold shards (zarr-python says None there);
+        such shards are read whole (:attr:`read_chunk_sizes`), since the index is inside the gzip stream."""
+        if sharding_of(self.metadata) is None:
             return None
         return self._largest(self._io.grids)
 

@@ -49,6 +49,8 @@ from zarr_dask.errors import (
 )
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
+from zarr_dask.spec.layout import sharding_of
+from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store, uploads
 from zarr_dask.store.arena import read_arena
@@ -223,6 +225,8 @@ def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
         return True
     if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
         chunk, fill = chunk.view("i8"), fill.view("i8")
+    elif is_ml(chunk.dtype):  # ml_dtypes types (and records of them): compare bit patterns
+        chunk, fill = chunk.view(bits_dtype(chunk.dtype)), fill.view(bits_dtype(fill.dtype))
     fv = fill[()]
     first = chunk[(0,) * chunk.ndim]
     if chunk.dtype.kind in "fc" and np.isnan(fv):
@@ -315,17 +319,18 @@ class ChunkIO:
     # ------------------------------------------------------------------ shards
     @cached_property
     def sharding(self) -> ShardingCodec | None:
-        """The ``sharding_indexed`` codec when it is the whole codec chain, else None.
+        """The ``sharding_indexed`` codec when inner chunks are the read unit (it is the whole codec chain,
+        :attr:`zarr_dask.spec.layout.Sharding.whole_chain`), else None.
 
         Then shards are read partially (index, then coalesced inner-chunk ranges) and written inner chunk by
         inner chunk; a chain with codecs around the sharding codec is read and written as whole shards.
         """
         pipeline = self.pipeline
-        if not isinstance(pipeline, V3Pipeline):
+        layout = sharding_of(self.metadata)
+        if layout is None or not layout.whole_chain or not isinstance(pipeline, V3Pipeline):
             return None
         codecs = pipeline.codecs
-        if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
-            return None
+        assert len(codecs) == 1 and isinstance(codecs[0], ShardingCodec), codecs
         inner = codecs[0].chunk_shape
         for d, (g, n) in enumerate(zip(self.grids, inner, strict=True)):
             sizes = {g.size(0)} if isinstance(g, RegularDimGrid) else {g.size(i) for i in range(g.nchunks())}
@@ -483,7 +488,7 @@ class ChunkIO:
     def _scratch(self, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
         """A reusable per-thread buffer for one chunk (no fresh allocation, so no page faults, per chunk)."""
         bufs: dict[tuple[Any, ...], np.ndarray[Any, Any]] = _SCRATCH.__dict__.setdefault("bufs", {})
-        k = (shape, self.dtype.str)
+        k = (shape, self.dtype)  # not dtype.str: every record and ml_dtypes type of a size is "|V<n>"
         buf = bufs.get(k)
         if buf is None:
             if len(bufs) > 8:

@@ -23,6 +23,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zarr_dask.spec.layout import sharding_of
+
 __all__ = ["array_html", "group_html", "spec_html"]
 
 _STYLE = (
@@ -47,23 +49,16 @@ def _human(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
-def _sharding(meta: Any) -> Mapping[str, Any] | None:
-    codecs = getattr(meta, "codecs", None)
-    if codecs and isinstance(codecs[0], Mapping) and codecs[0].get("name") == "sharding_indexed":
-        return dict(codecs[0].get("configuration") or {})
-    return None
-
-
 def _layout(meta: Any) -> tuple[tuple[int, ...], tuple[int, ...] | None, list[list[int]]]:
     """(chunk shape, shard shape or None, per dimension the unit boundaries)."""
     shape = tuple(meta.shape)
     grids = meta.chunk_grid.dim_grids(shape)
     units = tuple(max((g.size(i) for i in range(g.nchunks())), default=1) for g in grids)
     bounds = [[min(g.start(i), n) for i in range(min(g.nchunks(), _MAX_LINES + 1))] for g, n in zip(grids, shape, strict=True)]
-    sharding = _sharding(meta)
+    sharding = sharding_of(meta)
     if sharding is None:
         return units, None, bounds
-    return tuple(int(c) for c in sharding["chunk_shape"]), units, bounds
+    return sharding.inner_chunk_shape if sharding.leading else units, units, bounds
 
 
 def _codecs(meta: Any) -> str:
@@ -75,7 +70,8 @@ def _codecs(meta: Any) -> str:
     for c in codecs:
         name = c.get("name") if isinstance(c, Mapping) else str(c)
         if name == "sharding_indexed":
-            inner = ", ".join(str(x.get("name")) for x in (_sharding(meta) or {}).get("codecs", []))
+            layout = sharding_of(meta)
+            inner = ", ".join(str(x.get("name")) for x in (layout.inner_codecs if layout else []) if isinstance(x, Mapping))
             name = f"sharding_indexed({inner})"
         names.append(str(name))
     return ", ".join(names)
@@ -113,7 +109,7 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     dtype = meta.data_type.numpy_dtype
     chunks, shards, _ = _layout(meta)
     nchunks = math.prod(-(-n // c) for n, c in zip(shape, chunks, strict=True)) if all(chunks) else 0
-    rows = [("Shape", str(shape)), ("Data type", str(dtype)),
+    rows = [("Shape", str(shape)), ("Data type", meta.data_type.label),
             ("Chunks", f"{chunks} ({_human(math.prod(chunks) * dtype.itemsize)} each, {nchunks} in all)")]  # fmt: skip
     if shards is not None:
         nshards = math.prod(-(-n // s) for n, s in zip(shape, shards, strict=True))
@@ -151,7 +147,7 @@ def _label(name: str, node: Any) -> str:
         extra = f" chunks {chunks}" + (f" shards {shards}" if shards else "")
         dims = f" ({', '.join(str(d) for d in meta.dimension_names)})" if meta.dimension_names else ""
         return (f"<span title='{_e(_codecs(meta))}'>📄 <b>{_e(name)}</b>{_e(dims)} {_e(tuple(meta.shape))} "
-                f"{_e(meta.data_type.numpy_dtype)}<span class='zd-dim'>{_e(extra)}</span></span>")  # fmt: skip
+                f"{_e(meta.data_type.label)}<span class='zd-dim'>{_e(extra)}</span></span>")  # fmt: skip
     implicit = " <span class='zd-dim'>(implicit group)</span>" if getattr(node, "implicit", False) else ""
     return f"📁 <b>{_e(name)}</b>{implicit}"
 

@@ -28,7 +28,8 @@ from zarr_dask.core.indexing import (
 from zarr_dask.core.lease import Fence
 from zarr_dask.errors import ZarrDaskError
 from zarr_dask.graph import buffers
-from zarr_dask.spec import ArrayMetadata, ArrayMetadataV3
+from zarr_dask.spec import ArrayMetadata
+from zarr_dask.spec.layout import sharding_of
 from zarr_dask.store import MemoryStore, Store
 
 __all__ = ["ArrayHandle", "is_sharded"]
@@ -39,10 +40,8 @@ _CACHE_LOCK = threading.Lock()
 
 
 def is_sharded(metadata: ArrayMetadata) -> bool:
-    """True when the storage keys of the array are shards (a v3 ``sharding_indexed`` serializer)."""
-    if not isinstance(metadata, ArrayMetadataV3):
-        return False
-    return any(isinstance(c, dict) and c.get("name") == "sharding_indexed" for c in metadata.codecs)
+    """True when the storage keys of the array are shards (:func:`zarr_dask.spec.layout.sharding_of`)."""
+    return sharding_of(metadata) is not None
 
 
 class ArrayHandle:

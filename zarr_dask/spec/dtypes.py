@@ -18,6 +18,7 @@ import numpy as np
 
 from zarr_dask.errors import DataTypeError, UnsafeCodecError
 from zarr_dask.spec import fill_values as fv
+from zarr_dask.spec import ml_types as ml
 
 __all__ = ["DataType", "ZarrFormat", "data_type_from_numpy", "parse_data_type"]
 
@@ -113,6 +114,16 @@ class DataType:
         """True when the stored form depends on byte order (any multi-byte fixed-size component)."""
         return self.vlen is None and _dtype_has_endianness(self.numpy_dtype)
 
+    @property
+    def label(self) -> str:
+        """How reprs name the type: the registered name of an ML type (``complex_bfloat16``), else the dtype."""
+        return self.name if self.zarr_format == 3 and self.name in ml.ML_NAMES else str(self.numpy_dtype)
+
+    @property
+    def _fills(self) -> Any:
+        """The fill-value functions of this type: :mod:`.ml_types` for the ML types, else :mod:`.fill_values`."""
+        return ml if self.zarr_format == 3 and self.name in ml.ML_NAMES else fv
+
     def to_json(self) -> Any:
         """v3: core name string or ``{"name", "configuration"}``; v2: typestr or structured descr list.
 
@@ -136,7 +147,8 @@ class DataType:
 
     def default_fill_value(self) -> np.ndarray[Any, Any]:
         """0-d array holding the default fill (zero / "" / False / NaT for v2 times, as zarr-python)."""
-        return fv.default_fill_value(self._fill_context())
+        out: np.ndarray[Any, Any] = self._fills.default_fill_value(self._fill_context())
+        return out
 
     def parse_fill_value(self, obj: Any) -> np.ndarray[Any, Any] | None:
         """JSON fill value -> 0-d array of ``numpy_dtype`` (bit exact, NaN payloads kept). None only for v2 null.
@@ -146,7 +158,8 @@ class DataType:
         >>> parse_data_type("float32", zarr_format=3).parse_fill_value("0x7fc00001").tobytes().hex()
         '0100c07f'
         """
-        return fv.parse_fill_value(self._fill_context(), obj)
+        out: np.ndarray[Any, Any] | None = self._fills.parse_fill_value(self._fill_context(), obj)
+        return out
 
     def fill_value_to_json(self, value: np.ndarray[Any, Any] | None) -> Any:
         """0-d array -> JSON value, as zarr-python writes it (canonical NaN as "NaN", other NaNs as hex in v3).
@@ -159,14 +172,15 @@ class DataType:
         >>> dt.fill_value_to_json(dt.cast_fill_value(0.1))
         0.10000000149011612
         """
-        return fv.fill_value_to_json(self._fill_context(), value)
+        return self._fills.fill_value_to_json(self._fill_context(), value)
 
     def cast_fill_value(self, value: Any) -> np.ndarray[Any, Any]:
         """A user-given fill (Python/NumPy scalar, str, bytes, tuple/dict for structs) -> 0-d array; errors clearly.
 
         ``None`` gives :meth:`default_fill_value`.
         """
-        return fv.cast_fill_value(self._fill_context(), value)
+        out: np.ndarray[Any, Any] = self._fills.cast_fill_value(self._fill_context(), value)
+        return out
 
 
 def _dtype_has_endianness(dtype: np.dtype[Any]) -> bool:
@@ -174,7 +188,7 @@ def _dtype_has_endianness(dtype: np.dtype[Any]) -> bool:
         return _dtype_has_endianness(dtype.subdtype[0])
     if dtype.fields is not None:
         return any(_dtype_has_endianness(field[0]) for field in dtype.fields.values())
-    return dtype.kind == "U" or (dtype.kind in "iufcmM" and dtype.itemsize > 1)
+    return (dtype.kind == "U" or dtype.kind in "iufcmM" or ml.is_ml(dtype)) and dtype.itemsize > 1
 
 
 # --- v2 ----------------------------------------------------------------------------------------------
@@ -270,6 +284,9 @@ def _parse_v2(obj: Any, object_codec_id: str | None) -> DataType:
 
 
 def _v2_from_numpy(dtype: np.dtype[Any], vlen: Vlen | None) -> DataType:
+    if ml.is_ml(dtype):
+        raise DataTypeError(f"data type {ml.ml_name(dtype) or dtype} exists only in Zarr v3 (zarr-extensions): "
+                            "create the array with zarr_format=3")  # fmt: skip
     if vlen is not None:
         return _v2_object("vlen-utf8" if vlen == "str" else "vlen-bytes")
     if dtype.names is not None:
@@ -346,9 +363,10 @@ def _v3_field_dtype(struct_name: str, field_name: Any, field_type: Any) -> np.dt
     if not isinstance(field_name, str) or not field_name:
         raise DataTypeError(f"data_type {struct_name!r}: field name {field_name!r} must be a non-empty string")
     inner = _parse_v3(field_type)
-    if inner.vlen is not None:
-        raise DataTypeError(f"data_type {struct_name!r}: field {field_name!r} has variable-length type "
-                            f"{field_type!r}; struct fields must be fixed-size")  # fmt: skip
+    if inner.vlen is not None or ml.is_ml(inner.numpy_dtype):
+        what = "variable-length" if inner.vlen is not None else "the ML"
+        raise DataTypeError(f"data_type {struct_name!r}: field {field_name!r} has {what} type {field_type!r}; "
+                            "zarr_dask's struct fields are fixed-size NumPy types")  # fmt: skip
     return inner.numpy_dtype
 
 
@@ -391,14 +409,20 @@ def _parse_v3(obj: Any) -> DataType:
         return DataType(name=name, numpy_dtype=np.dtype(f"V{size}"), zarr_format=3)
     if name in _V3_CONFIGURED:
         return _v3_from_numpy(_V3_CONFIGURED[name](name, config), None)
+    if name in ml.ML_NAMES:
+        _no_config(raw_name, config)
+        return DataType(name=name, numpy_dtype=ml.ml_dtype(name), zarr_format=3)
     raise DataTypeError(f"unknown or unsupported Zarr v3 data_type {obj!r}: zarr_dask reads bool, (u)int8-64, "
                         "float16/32/64, complex64/128, r<N>, string, bytes, numpy.datetime64, numpy.timedelta64, "
-                        "fixed_length_utf32, null_terminated_bytes, raw_bytes and struct")  # fmt: skip
+                        "fixed_length_utf32, null_terminated_bytes, raw_bytes, struct and (with ml_dtypes) bfloat16, "
+                        "float8_*, float4_e2m1fn, float6_*, (u)int2, (u)int4 and their complex_* forms")  # fmt: skip
 
 
 def _v3_json(dtype: np.dtype[Any]) -> Any:
     """The canonical v3 JSON of a native-order fixed-size NumPy dtype (what zarr-python 3.4 writes)."""
     kind = dtype.kind
+    if ml.ml_name(dtype) is not None:
+        return ml.ml_name(dtype)
     if kind in "biufc":
         return _CORE_BY_NUMPY[f"{kind}{dtype.itemsize}"]
     if kind in "Mm":
@@ -420,7 +444,12 @@ def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
                             "(split the subarray into separate fields, or use zarr_format=2)")  # fmt: skip
     if dtype.names is not None and dtype.fields is not None:
         fields = dtype.fields
+        if ml.is_ml(dtype):  # their fill values would be written as opaque bytes
+            raise DataTypeError(f"dtype {dtype} has a field of an ml_dtypes type; zarr_dask's struct fields are "
+                                "NumPy types (for complex values use the complex_<type> data types)")  # fmt: skip
         return _packed_struct([(name, _native(fields[name][0])) for name in dtype.names])
+    if ml.ml_name(dtype) is not None:
+        return dtype  # ml_dtypes types are native and lose their identity under newbyteorder
     if dtype.kind not in "biufcMmSUV" or (dtype.kind in "biufc" and f"{dtype.kind}{dtype.itemsize}" not in _CORE_BY_NUMPY):
         raise DataTypeError(f"NumPy dtype {dtype} has no Zarr v3 data type")
     return dtype.newbyteorder("=")
@@ -515,7 +544,8 @@ def _is_v3_json(obj: Any) -> bool:
     if not isinstance(obj, str):
         return False
     name = _V3_ALIASES.get(obj, obj)
-    return name in _CORE_V3 or name in _V3_VLEN or name in _V3_CONFIGURED or bool(_RAW_BITS.match(name))
+    return (name in _CORE_V3 or name in _V3_VLEN or name in _V3_CONFIGURED or name in ml.ML_NAMES
+            or bool(_RAW_BITS.match(name)))  # fmt: skip
 
 
 def data_type_from_numpy(dtype: Any, *, zarr_format: ZarrFormat, object_codec_id: str | None = None) -> DataType:

@@ -31,6 +31,7 @@ from typing import Any
 
 from zarr_dask import config
 from zarr_dask.errors import MetadataError
+from zarr_dask.spec.layout import sharding_in
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -47,7 +48,6 @@ __all__ = [
 MAX_NDIM = 32
 #: Most elements an array, chunk or shard may have: an element index must fit an int64.
 MAX_ELEMENTS = 2**63 - 1
-_SHARDING = "sharding_indexed"
 _MAX_NESTING = 8
 
 
@@ -171,23 +171,12 @@ def check_geometry(
             "the metadata is corrupt or needs fewer dimensions"
         )
     _elements(shape, "shape")
-    sharding = _sharding_config(codecs)
-    if sharding is None:
+    sharding = sharding_in(codecs)
+    if sharding is None or not sharding.leading:  # after an array->array codec: the codec checks its input
         _check_chunk(chunk_shape, itemsize, "chunk shape")
         return
     _elements(chunk_shape, "shard shape")
-    check_sharding(chunk_shape, sharding, itemsize)
-
-
-def _sharding_config(codecs: Sequence[Any]) -> Mapping[str, Any] | None:
-    """The configuration of a leading ``sharding_indexed`` codec (the one that sees the chunk shape)."""
-    if not codecs:
-        return None
-    first = codecs[0]
-    if not isinstance(first, Mapping) or first.get("name") != _SHARDING:
-        return None
-    config = first.get("configuration")
-    return config if isinstance(config, Mapping) else None
+    check_sharding(chunk_shape, sharding.configuration, itemsize)
 
 
 def check_sharding(shard: Sequence[int], config: Mapping[str, Any], itemsize: int, depth: int = 0) -> None:
@@ -216,8 +205,8 @@ def check_sharding(shard: Sequence[int], config: Mapping[str, Any], itemsize: in
             "(max_shard_chunks; the index needs 16 bytes per inner chunk); if the metadata is right, raise it with "
             "zarr_dask.set_limits(max_shard_chunks=...) or ZARR_DASK_MAX_SHARD_CHUNKS"
         )
-    nested = _sharding_config(config.get("codecs") or ())
-    if nested is None:
+    nested = sharding_in(config.get("codecs") or [])
+    if nested is None or not nested.leading:
         _check_chunk(inner, itemsize, "inner chunk shape")
     else:
-        check_sharding(inner, nested, itemsize, depth + 1)
+        check_sharding(inner, nested.configuration, itemsize, depth + 1)

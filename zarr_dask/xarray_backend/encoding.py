@@ -27,6 +27,7 @@ from zarr_dask.codecs.objects import codec_object
 from zarr_dask.codecs.registry import NUMCODECS_PREFIX
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, RegularDimGrid
+from zarr_dask.spec.layout import flat_codecs, sharding_of
 
 __all__ = [
     "DIMENSION_KEY",
@@ -260,14 +261,6 @@ def _split_codecs(codecs: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any, tuple[
     return tuple(codecs[:at]), codecs[at], tuple(codecs[at + 1 :])
 
 
-def _sharding_config(meta: ArrayMetadataV2 | ArrayMetadataV3) -> dict[str, Any] | None:
-    """The ``sharding_indexed`` configuration when it is the array's whole codec chain (as ChunkIO reads it)."""
-    if not isinstance(meta, ArrayMetadataV3) or len(meta.codecs) != 1 or _name(meta.codecs[0]) != "sharding_indexed":
-        return None
-    config = meta.codecs[0].get("configuration") if isinstance(meta.codecs[0], Mapping) else None
-    return dict(config) if isinstance(config, Mapping) and "chunk_shape" in config else None
-
-
 def read_encoding(handle: ArrayHandle, dims: tuple[str, ...]) -> dict[str, Any]:
     """The variable encoding xarray's zarr engine reports (v2 compressors and filters as numcodecs objects,
     v3 codecs as JSON dicts), with ``preferred_chunks``
@@ -275,8 +268,9 @@ def read_encoding(handle: ArrayHandle, dims: tuple[str, ...]) -> dict[str, Any]:
     meta = handle.metadata
     grids, shape = handle.io.grids, handle.shape
     units = tuple(_compact(_dim_sizes(g, n)) for g, n in zip(grids, shape, strict=True))
-    sharding = _sharding_config(meta)
-    chunks: tuple[Any, ...] = tuple(int(c) for c in sharding["chunk_shape"]) if sharding is not None else units
+    sharding = sharding_of(meta)
+    inner = sharding is not None and sharding.leading
+    chunks: tuple[Any, ...] = sharding.inner_chunk_shape if sharding is not None and inner else units
     encoding: dict[str, Any] = {
         "chunks": chunks,
         "preferred_chunks": dict(zip(dims, units, strict=True)),
@@ -286,7 +280,7 @@ def read_encoding(handle: ArrayHandle, dims: tuple[str, ...]) -> dict[str, Any]:
         encoding["compressors"] = () if meta.compressor is None else (codec_object(meta.compressor),)
         encoding["filters"] = tuple(codec_object(f) for f in meta.filters or ())
         return encoding
-    codecs = tuple(meta.codecs) if sharding is None else tuple(sharding.get("codecs", ()))
+    codecs = tuple(flat_codecs(meta.codecs))
     filters, serializer, compressors = _split_codecs(codecs)
     # v3 codecs stay JSON (xarray's engine reports zarr-python objects, which need zarr-python; both engines
     # take the JSON back on write, and zarr-python refuses numcodecs objects in a v3 chain)

@@ -12,6 +12,7 @@ from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularChunkGrid
 from zarr_dask.spec.dtypes import DataType
 from zarr_dask.spec.json import JsonEquality, loads, to_jsonable
+from zarr_dask.spec.layout import Sharding, sharding_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -171,6 +172,12 @@ class ArraySpec(NotebookDisplay, JsonEquality):
     def chunk_grid(self) -> RegularChunkGrid | RectilinearChunkGrid:
         """The chunk grid (v2: regular); for sharded arrays the grid of shards."""
         return self.metadata.chunk_grid
+
+    @property
+    def sharding(self) -> Sharding | None:
+        """How the array is sharded, and its read and write units (:func:`~zarr_dask.spec.layout.sharding_of`),
+        or None when it is not sharded."""
+        return sharding_of(self.metadata)
 
     @property
     def fill_value(self) -> np.ndarray[Any, Any] | None:
