@@ -150,13 +150,14 @@ def commit_intent(changes: Sequence[tuple[str, Any, Any]], after: Mapping[str, b
     }
 
 
-def apply_intent(store: Store, intent: Mapping[str, Any], *, mine: bool) -> list[Any]:
+def apply_intent(store: Store, intent: Mapping[str, Any], *, lease: tuple[str, str] | None = None) -> list[Any]:
     """Carry out a commit recorded by :func:`commit_intent`; returns the metadata committed per array.
 
-    ``mine``: the holder commits its own record. An array whose document changed since in a way the record
-    does not expect is skipped when completing another's record (a later append already built on it), and
-    for the holder means its lease was taken over after the record was made and the taker completed it (the
-    documents already moved on): committed either way. Afterwards the ``after`` documents are written, or the
+    ``lease``: ``(leased path, token)`` when the holder commits its own record. An array whose document changed
+    since in a way the record does not expect is skipped when completing another's record (a later append
+    already built on it); for the holder it means that its lease was taken over after the record was made and
+    the taker completed it (the documents already moved on: committed either way) -- unless the holder still
+    holds the lease, when another tool changed the array and the error is raised. Afterwards the ``after`` documents are written, or the
     consolidated metadata of each array refreshed."""
     from zarr_dask.core.consolidated import refresh_consolidated
 
@@ -168,9 +169,11 @@ def apply_intent(store: Store, intent: Mapping[str, Any], *, mine: bool) -> list
         try:
             meta, _ = commit_metadata(store, path, expected, new, what="append")
         except WriteConflictError:
-            if not mine:
+            if lease is None:
                 _log.warning("%s /%s: not completing an interrupted append: the array changed since", store.url, path)
                 continue
+            if _holds(store, *lease):
+                raise
             meta = new
         written.append(meta)
     after = intent.get("after")

@@ -254,7 +254,7 @@ def roll_forward(store: Store, intent: Mapping[str, Any]) -> None:
     then the documents ``after`` (consolidated metadata) are written."""
     from zarr_dask.core.commit import apply_intent
 
-    apply_intent(store, intent, mine=False)
+    apply_intent(store, intent)
 
 
 def complete_interrupted(store: Store, paths: Sequence[str]) -> list[str]:

@@ -261,7 +261,7 @@ def _commit(
     intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
     mark_commit(store, *lease, intent)
     try:
-        apply_intent(store, intent, mine=True)
+        apply_intent(store, intent, lease=lease)
     except Exception as exc:  # the record stays in the lease: whoever takes it over completes the commit
         raise WriteConflictError(
             f"the append's data landed and its commit is recorded, but writing it failed ({type(exc).__name__}: "
