@@ -712,7 +712,8 @@ class ChunkIO:
             if cas is not None:
                 self._merge_conditionally(cas, build, value, partial)
             else:
-                _warn_unprotected(self.store.url, self.path, len(partial))
+                if not getattr(self.store, "transactional", False):  # a transaction (Icechunk) commits or conflicts
+                    _warn_unprotected(self.store.url, self.path, len(partial))
                 existing = self.store.get_many(list(partial))
                 for key, unit in partial.items():
                     data = build(key, unit, value, existing.get(key))

@@ -41,6 +41,7 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
+from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
@@ -292,6 +293,8 @@ def _write(
         check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
     if target.action in ("create", "overwrite"):
         create_metadata(target)
+    # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
+    as_array = as_array and not is_transactional(target.handle.store)
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)
 
 
@@ -437,6 +440,8 @@ def append(
         return cast(Any, delayed)(_shape_after)(created, tuple(arr.shape))
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
         target = _append_target(arr, array, axis, kwargs)
+        if is_transactional(array.store):  # Icechunk stores no chunk beyond the shape; its commit hides the new one
+            array.store.set_many(target.documents)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
         return result.compute() if compute else result
     lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
