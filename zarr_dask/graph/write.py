@@ -172,20 +172,28 @@ def _in_process_cluster(get: Any) -> bool:
     return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
 
 
+def other_processes() -> str | None:
+    """The name of the scheduler in force if it runs tasks in other processes (``"distributed"``,
+    ``"processes"``...), None for a local one (threads, synchronous, an in-process cluster)."""
+    from dask import local, threaded
+    from dask.base import get_scheduler
+
+    get = cast(Any, get_scheduler)()
+    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
+        return None
+    module = str(getattr(get, "__module__", get))
+    return "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
+
+
 def check_in_process(store: Any) -> None:
     """Refuse, before anything is written, to write into a store that lives in this process's memory (a
     Python mapping, a ``MemoryStore``, fsspec's ``memory://``) with a scheduler that runs tasks in other
     processes (``processes``, a ``distributed`` cluster): their writes would go to copies of it."""
     if not getattr(store, "process_local", False) or store.read_only:
         return
-    from dask import local, threaded
-    from dask.base import get_scheduler
-
-    get = cast(Any, get_scheduler)()
-    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
+    name = other_processes()
+    if name is None:
         return
-    module = str(getattr(get, "__module__", get))
-    name = "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
     raise UnsupportedFeatureError(
         f"cannot write into a store in this process's memory with the {name} scheduler: it runs tasks in other "
         "processes, which would write into copies of it; use the threaded scheduler, or write to a URL or path "
@@ -291,10 +299,18 @@ def _write(
     target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs)
     if compute:
         check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
+    transactional = is_transactional(target.handle.store)
+    if return_stored and transactional and other_processes() is not None:
+        raise UnsupportedFeatureError(
+            "return_stored=True cannot read back a write into an Icechunk session made by other processes: the "
+            "data is in forks of the session until the write's result reaches it; write with compute=True, then "
+            "read the session (zarr_dask.from_zarr(session.store, ...))",
+            store=target.handle.store.url,
+        )
     if target.action in ("create", "overwrite"):
         create_metadata(target)
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
-    as_array = as_array and not is_transactional(target.handle.store)
+    as_array = as_array and not transactional
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)
 
 
