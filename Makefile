@@ -117,7 +117,7 @@ test-slow: $(VENV)/.installed
 # The interop tests again, against the newest zarr-python, and the Icechunk / VirtualiZarr tests (icechunk 2.x
 # needs Python >= 3.12: they skip in the other legs).
 test-oracle: $(ORACLE_VENV)/.installed
-	RUST_LOG=error $(ORACLE_VENV)/bin/python -m pytest -n 2 -m "oracle or icechunk" $(PYTEST_ARGS)
+	ICECHUNK_LOG=error $(ORACLE_VENV)/bin/python -m pytest -n 2 -m "oracle or icechunk" $(PYTEST_ARGS)
 
 # The guides (docs/*.md) and the API reference (docs/api.rst, from the docstrings), warnings as errors.
 docs: $(VENV)/.installed
