@@ -24,7 +24,7 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip
 	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test,icechunk]' 'zarr>=3.2' 'cast-value-rs>=0.4.2' \
-		'virtualizarr>=2.8' 'h5netcdf>=1.4' h5py
+		'virtualizarr>=2.8' 'h5netcdf>=1.4' h5py kerchunk fastparquet
 	@touch $@
 
 $(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
