@@ -285,7 +285,8 @@ def consolidate_metadata(
 ) -> Group:
     """Gather the metadata of every node below the group at ``path`` into its consolidated metadata
     (v2: ``.zmetadata``; v3: ``consolidated_metadata`` inside its ``zarr.json``) and return the group,
-    opened with it. One walk of the hierarchy; the children's own documents are untouched.
+    opened with it. One walk of the hierarchy; the children's own documents are untouched. A store that keeps
+    no consolidated metadata (an Icechunk repository) is left as it is.
 
     Returns
     -------
@@ -302,6 +303,8 @@ def consolidate_metadata(
     s = open_store(store, storage_options=dict(storage_options or {}))
     p = normalize_path(path)
     group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
+    if not getattr(s, "supports_consolidated", True):  # Icechunk keeps none (as zarr-python: nothing written)
+        return group
     members = discover(s, p, group.zarr_format, None)
     # a member group's own (possibly stale) consolidated metadata is not copied: its members are listed anyway
     explicit = {rel: consolidated_entry(m) for rel, m in members.items() if not isinstance(m, nodes.ImplicitGroup)}
