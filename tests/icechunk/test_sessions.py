@@ -157,6 +157,24 @@ def test_two_sessions_writing_one_chunk_conflict_at_the_second_commit(tmp_path):
     assert stored[:2, :2].tolist() == [[1, 1], [1, 1]] and stored.sum() == 4  # the first commit, whole
 
 
+def test_datatree_zom_and_open_group_take_a_session(tmp_path):
+    repo = _repo("memory", tmp_path)
+    session = repo.writable_session("main")
+    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs={"k": 1}), "/child": _dataset(3) * 2})
+    zarr_dask.to_zarr_datatree(tree, session, group="tree")
+    spec = zarr_dask.zom.GroupSpec(attributes={"made": "zom"}, members={"empty": zarr_dask.zom.GroupSpec()})
+    spec.to_store(session, path="zom")
+    group = zarr_dask.open_group(session, mode="a")
+    group.create_array("direct", shape=(4,), dtype="i2", chunks=(2,))[:] = [1, 2, 3, 4]
+    session.commit("tree, zom, group")
+    ro = repo.readonly_session(branch="main")
+    back = xr.open_datatree(ro, engine="zarr_dask", group="tree").load()
+    xr.testing.assert_identical(back["child"].to_dataset(), (_dataset(3) * 2).compute())
+    assert zarr_dask.zom.GroupSpec.from_store(ro, path="zom").attributes == {"made": "zom"}
+    assert zarr_dask.open_array(ro, path="direct")[...].tolist() == [1, 2, 3, 4]
+    assert zarr.open_array(ro.store, path="direct")[...].tolist() == [1, 2, 3, 4]
+
+
 def test_s3_repository(request, tmp_path):
     repo = _repo("s3", tmp_path, request)
     session = repo.writable_session("main")

@@ -141,3 +141,22 @@ def test_store_contract_listing_and_pickling(tmp_path):
 
 def test_a_memory_store_inside_wrappers_is_refused_for_a_cluster_of_processes():
     assert zarr_dask.open_store(WrapperStore(MemoryStore())).process_local
+
+
+# ------------------------------------------------------------------------------------------ UPath
+@pytest.mark.parametrize("kind", ["local", "memory", "s3"])
+def test_upath_locations(kind, tmp_path, request, memory_url):
+    upath = pytest.importorskip("upath")
+    if kind == "local":
+        where = upath.UPath(tmp_path / "u.zarr")
+    elif kind == "memory":
+        where = upath.UPath(memory_url + "/u.zarr")
+    else:
+        options = request.getfixturevalue("s3_storage_options")
+        where = upath.UPath(request.getfixturevalue("s3_bucket_url"), **options)
+    ds = _ds()
+    zarr_dask.to_zarr_dataset(ds, where, mode="w")
+    xr.testing.assert_identical(xr.open_dataset(where, engine="zarr_dask").load(), ds.compute())
+    zarr_dask.to_zarr(da.arange(10, chunks=3), where, component="a", chunks=(4,))
+    np.testing.assert_array_equal(zarr_dask.from_zarr(where, component="a").compute(), np.arange(10))
+    assert zarr_dask.open_store(where).url.endswith("u.zarr") or kind == "s3"
