@@ -175,6 +175,20 @@ def test_datatree_zom_and_open_group_take_a_session(tmp_path):
     assert zarr.open_array(ro.store, path="direct")[...].tolist() == [1, 2, 3, 4]
 
 
+def test_sessions_writing_different_chunks_rebase_cleanly(tmp_path):
+    repo = _repo("local", tmp_path)
+    session = repo.writable_session("main")
+    zarr_dask.to_zarr(da.zeros((8, 8), chunks=4, dtype="i4"), session, component="a", chunks=(4, 4))
+    session.commit("create")
+    one, two = repo.writable_session("main"), repo.writable_session("main")
+    zarr_dask.to_zarr(da.ones((4, 4), chunks=2, dtype="i4"), one, component="a", region=(slice(0, 4), slice(0, 4)))
+    zarr_dask.to_zarr(da.full((4, 4), 2, chunks=2, dtype="i4"), two, component="a", region=(slice(4, 8), slice(4, 8)))
+    one.commit("one")
+    two.commit("two", rebase_with=icechunk.ConflictDetector())
+    stored = zarr.open_array(repo.readonly_session(branch="main").store, path="a")[...]
+    assert stored[:4, :4].sum() == 16 and stored[4:, 4:].sum() == 32 and stored.sum() == 48  # both landed
+
+
 def test_s3_repository(request, tmp_path):
     repo = _repo("s3", tmp_path, request)
     session = repo.writable_session("main")
@@ -214,6 +228,16 @@ def test_cluster_writes_merge_into_the_callers_session(cluster, tmp_path):
         np.concatenate([x.compute(), x[:5].compute()]),
     )
     assert _our_keys(repo) == []
+
+
+def test_cluster_writes_into_an_s3_repository(cluster, request, tmp_path):
+    repo = _repo("s3", tmp_path, request)
+    session = repo.writable_session("main")
+    ds = _dataset(15)
+    ds.v.encoding.update(chunks=(4, 6), shards=(8, 12))
+    zarr_dask.to_zarr_dataset(ds, session, group="g")
+    session.commit("s3 from the cluster")
+    _read_all_ways(repo, "g", ds.compute())
 
 
 def test_cluster_reads_a_read_only_session(cluster, tmp_path):
