@@ -12,8 +12,11 @@ theirs both ways.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,26 @@ def dataset() -> xr.Dataset:
     return ds
 
 
+CPU: dict[str, list[float]] = {}
+
+
+def cpu_timed(name: str, func: Callable[[], Any]) -> Callable[[], Any]:
+    """``func``, recording the CPU time of this process (all threads) of every call under ``name``."""
+
+    def run() -> Any:
+        t0 = time.process_time()
+        try:
+            return func()
+        finally:
+            CPU.setdefault(name, []).append(time.process_time() - t0)
+
+    return run
+
+
+def cpu(name: str) -> str:
+    return f"cpu {statistics.median(CPU[name][1:] or CPU[name]):.2f} s"
+
+
 def main() -> None:
     import icechunk
     from icechunk.xarray import to_icechunk
@@ -71,9 +94,9 @@ def main() -> None:
 
     table = Table(f"Icechunk: a {MIB} MiB two-variable dataset")
     print(f"\n{table.title} ({ds.nbytes / 2**20:.0f} MiB, chunks {ds.temp.data.chunksize})")
-    writes = race({"zarr_dask": ours_write, "to_icechunk": theirs_write}, setup=fresh)
-    for name, times in writes.items():
-        table.add("write + commit", name, times, f"{ds.nbytes / 2**20 / np.median(times):.0f} MiB/s")
+    writes = race({"zarr_dask": cpu_timed("w-ours", ours_write), "to_icechunk": cpu_timed("w-theirs", theirs_write)}, setup=fresh)
+    for (name, times), key in zip(writes.items(), ("w-ours", "w-theirs"), strict=True):
+        table.add("write + commit", name, times, f"{ds.nbytes / 2**20 / np.median(times):.0f} MiB/s, {cpu(key)}")
     print(f"  write ratio zarr_dask / to_icechunk: {table.ratio('write + commit', 'zarr_dask', 'to_icechunk'):.2f}x")
 
     ro = repos["zarr_dask"].readonly_session(branch="main")
@@ -84,13 +107,15 @@ def main() -> None:
     xr.testing.assert_equal(theirs, expected)
     reads = race(
         {
-            "engine=zarr_dask": lambda: xr.open_dataset(ro, engine="zarr_dask", chunks={}).compute(),
-            "engine=zarr": lambda: xr.open_dataset(ro.store, engine="zarr", chunks={}, consolidated=False).compute(),
+            "engine=zarr_dask": cpu_timed("r-ours", lambda: xr.open_dataset(ro, engine="zarr_dask", chunks={}).compute()),
+            "engine=zarr": cpu_timed(
+                "r-theirs", lambda: xr.open_dataset(ro.store, engine="zarr", chunks={}, consolidated=False).compute()
+            ),
         },
         repeat=REPEAT,
     )
-    for name, times in reads.items():
-        table.add("open + compute", name, times, f"{ds.nbytes / 2**20 / np.median(times):.0f} MiB/s")
+    for (name, times), key in zip(reads.items(), ("r-ours", "r-theirs"), strict=True):
+        table.add("open + compute", name, times, f"{ds.nbytes / 2**20 / np.median(times):.0f} MiB/s, {cpu(key)}")
     print(f"  read ratio zarr_dask / zarr: {table.ratio('open + compute', 'engine=zarr_dask', 'engine=zarr'):.2f}x")
 
 
