@@ -250,6 +250,15 @@ def test_cluster_reads_a_read_only_session(cluster, tmp_path):
     xr.testing.assert_identical(ours, _dataset().compute())
 
 
+def test_cluster_write_into_a_repository_in_memory_fails_loudly(cluster, tmp_path):
+    repo = _repo("memory", tmp_path)
+    session = repo.writable_session("main")
+    with pytest.raises(zarr_dask.errors.StoreError, match="in_memory_storage"):
+        zarr_dask.to_zarr(da.ones(10, chunks=3), session, component="a", chunks=(4,))
+    session.discard_changes()
+    assert not session.has_uncommitted_changes
+
+
 def test_cluster_return_stored_is_refused_not_lost(cluster, tmp_path):
     repo = _repo("local", tmp_path)
     session = repo.writable_session("main")

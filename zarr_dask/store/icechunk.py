@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
-from zarr_dask.errors import UnsupportedFeatureError
+from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store._counters import RequestCounters
 from zarr_dask.store.transactions import home_session, register_home
 from zarr_dask.store.zarr_python import ZarrPythonStore, _ident
@@ -123,6 +123,14 @@ class IcechunkForkStore(ZarrPythonStore):
                 "(session.fork()) and merge the forks back",
                 store=self.url,
             )
+
+    def _error(self, action: str, key: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot {action} key {key!r} in a fork of an Icechunk session sent to another process: "
+            f"{type(exc).__name__}: {exc}; every process must reach the repository's storage (a repository in "
+            "memory, icechunk.in_memory_storage(), is only in the process that made it: write it with threads)",
+            store=self.url,
+        )
 
     def with_read_only(self, read_only: bool = True) -> IcechunkForkStore:
         """The same fork with ``read_only`` set."""
