@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from zarr_dask import config
 from zarr_dask.errors import ReadOnlyError, StoreError
 from zarr_dask.store import aio
+from zarr_dask.store._counters import RequestCounters
 from zarr_dask.store._keys import check_range, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store
 
@@ -306,6 +307,22 @@ class ZarrPythonStore(Store):
         except Exception:
             return False
 
+    async def _has_keys(self, prefix: str) -> bool:
+        """True if a key lies under ``prefix`` (an emptied directory of a local store holds none); a prefix the
+        store refuses to list (Icechunk lists only groups and arrays) came from its own listing, so it has."""
+        found = None
+        try:
+            found = self.zarr_store.list_prefix(prefix)
+            async for _ in found:
+                return True
+            return False
+        except Exception:  # cannot tell: keep what the store's own listing said
+            return True
+        finally:
+            close = getattr(found, "aclose", None)
+            if close is not None:
+                await close()
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """Names of the keys and child directories directly under ``prefix``."""
         start = self._prefix(prefix)
@@ -315,7 +332,10 @@ class ZarrPythonStore(Store):
         async def listing() -> tuple[list[str], list[str]]:
             names = sorted({n.rstrip("/") async for n in self.zarr_store.list_dir(start) if n.strip("/")})
             is_key = await self._bounded([partial(self._is_key, start + n) for n in names])
-            return [n for n, k in zip(names, is_key, strict=True) if k], [n for n, k in zip(names, is_key, strict=True) if not k]
+            keys = [n for n, k in zip(names, is_key, strict=True) if k]
+            maybe = [n for n, k in zip(names, is_key, strict=True) if not k]
+            held = await self._bounded([partial(self._has_keys, f"{start}{n}/") for n in maybe])
+            return keys, [n for n, h in zip(maybe, held, strict=True) if h]
 
         return self._run("list", start, listing)
 
@@ -330,8 +350,12 @@ class ZarrPythonStore(Store):
         return (self._ident, self.read_only)
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.zarr_store, self.read_only, self._ident))
+        return (_rebuild, (type(self), self.zarr_store, self.read_only, self._ident, self.url))
 
 
-def _rebuild(cls: type[ZarrPythonStore], store: Any, read_only: bool, ident: str) -> ZarrPythonStore:
-    return cls(store, read_only=read_only, ident=ident)
+def _rebuild(cls: type[ZarrPythonStore], store: Any, read_only: bool, ident: str, url: str) -> ZarrPythonStore:
+    """Unpickle: the same identity and URL (a copied in-memory store's own name changes)."""
+    out = cls(store, read_only=read_only, ident=ident)
+    out.url = url
+    out.counters = RequestCounters(url)
+    return out
