@@ -23,7 +23,8 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -n "$(ORACLE_PYTHON)" || { echo "no Python >= 3.12 found for the zarr-python oracle (set ORACLE_PYTHON=...)"; exit 1; }
 	@test -x $(ORACLE_VENV)/bin/python || $(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
 	$(ORACLE_VENV)/bin/python -m pip install -q --upgrade pip
-	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test]' 'zarr>=3.2' 'cast-value-rs>=0.4.2'
+	$(ORACLE_VENV)/bin/python -m pip install -q -e '.[test,icechunk]' 'zarr>=3.2' 'cast-value-rs>=0.4.2' \
+		'virtualizarr>=2.8' 'h5netcdf>=1.4' h5py kerchunk fastparquet
 	@touch $@
 
 $(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
@@ -113,9 +114,10 @@ test-min: $(MIN_VENV)/.installed
 test-slow: $(VENV)/.installed
 	ZD_SLOW=1 $(PY) -m pytest -n 2 -m slow $(PYTEST_ARGS)
 
-# The interop tests again, against the newest zarr-python (needs Python >= 3.12).
+# The interop tests again, against the newest zarr-python, and the Icechunk / VirtualiZarr tests (icechunk 2.x
+# needs Python >= 3.12: they skip in the other legs).
 test-oracle: $(ORACLE_VENV)/.installed
-	$(ORACLE_VENV)/bin/python -m pytest -n 2 -m oracle $(PYTEST_ARGS)
+	ICECHUNK_LOG=error $(ORACLE_VENV)/bin/python -m pytest -n 2 -m "oracle or icechunk" $(PYTEST_ARGS)
 
 # The guides (docs/*.md) and the API reference (docs/api.rst, from the docstrings), warnings as errors.
 docs: $(VENV)/.installed

@@ -28,12 +28,12 @@ NO_EXAMPLES = frozenset(
     {
         "zarr_dask.cli", "zarr_dask.cli.cleanup", "zarr_dask.cli.convert", "zarr_dask.cli.validate",
         "zarr_dask.codecs", "zarr_dask.codecs.base", "zarr_dask.codecs.builtin", "zarr_dask.codecs.numcodecs_bridge",
-        "zarr_dask.codecs.registry", "zarr_dask.codecs.sharding",
+        "zarr_dask.codecs.registry", "zarr_dask.codecs.sharding", "zarr_dask.codecs.zarr_python_bridge",
         "zarr_dask._convert.report", "zarr_dask._convert.tasks",
         "zarr_dask.core", "zarr_dask.core.commit", "zarr_dask.core.indexing", "zarr_dask.core.nodes",
         "zarr_dask.demo",
         "zarr_dask.graph", "zarr_dask.graph.guard", "zarr_dask.graph.layers", "zarr_dask.graph.target",
-        "zarr_dask.store", "zarr_dask.store.fsspec_conditional",
+        "zarr_dask.store", "zarr_dask.store.fsspec_conditional", "zarr_dask.store.icechunk",
         "zarr_dask.xarray_backend", "zarr_dask.xarray_backend.accessor", "zarr_dask.xarray_backend.datastore",
         "zarr_dask.xarray_backend.reading", "zarr_dask.xarray_backend.selection", "zarr_dask.xarray_backend.variables",
         "zarr_dask.xarray_backend.write_plan",
@@ -41,7 +41,7 @@ NO_EXAMPLES = frozenset(
     }
 )  # fmt: skip
 #: modules whose examples pass zarr-python objects (not installed in `make test-min`)
-NEEDS_ZARR = frozenset({"zarr_dask.store.wrapped"})
+NEEDS_ZARR = frozenset({"zarr_dask.store.wrapped", "zarr_dask.store.zarr_python"})
 
 
 @pytest.mark.parametrize("name", MODULES)

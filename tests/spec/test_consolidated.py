@@ -157,6 +157,14 @@ def test_unsafe_or_unnormalised_keys_rejected(key: str) -> None:
         parse_consolidated_v2(v2)
 
 
+def test_kerchunk_parquet_zmetadata_parses_without_a_format():
+    """kerchunk's parquet references keep the documents and their record size, no format field (issue 24)."""
+    parsed = parse_consolidated_v2({"metadata": {"a/.zarray": ZARRAY}, "record_size": 1000})
+    assert list(parsed.nodes) == ["a"]
+    with pytest.raises(MetadataError, match="must be 1, got 2"):
+        parse_consolidated_v2({"metadata": {}, "record_size": 1000, "zarr_consolidated_format": 2})
+
+
 @pytest.mark.parametrize(
     ("doc", "error", "match"),
     [

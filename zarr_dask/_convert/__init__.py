@@ -42,12 +42,13 @@ from zarr_dask._convert.tasks import Box, CopyJob, build_graph, merge, run_graph
 from zarr_dask.core import nodes
 from zarr_dask.core.api import consolidate_metadata
 from zarr_dask.core.create import build_array_metadata
-from zarr_dask.errors import InvalidModeError, NodeExistsError, ZarrDaskError
+from zarr_dask.errors import InvalidModeError, NodeExistsError, UnsupportedFeatureError, ZarrDaskError
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
 from zarr_dask.store import MemoryStore, Store, open_store
+from zarr_dask.store.transactions import is_transactional
 from zarr_dask.zom import ArraySpec, GroupSpec, from_store
 
 __all__ = ["ArrayReport", "ConvertReport", "LayoutChange", "TargetOptions", "convert", "parse_compressor", "parse_dim_sizes", "parse_size"]
@@ -403,6 +404,11 @@ def _check_dimension_keys(run: _Run, spec: ArraySpec | GroupSpec, options: Targe
 def _check_scheduler(run: _Run, client: Any) -> None:
     if client is None or isinstance(client, str):
         return
+    if is_transactional(run.dst) and not run.dst.read_only:
+        raise UnsupportedFeatureError(
+            f"converting into {run.dst.url} runs on this process's threads: the conversion's tasks do not carry "
+            "forks of an Icechunk session back from other processes; drop the scheduler (--workers / --scheduler)",
+        )
     for store in (run.src, run.dst, run.temp):
         if isinstance(store, MemoryStore):
             raise TypeError(

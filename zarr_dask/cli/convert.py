@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from zarr_dask.cli import storage_options
+from zarr_dask.cli.repository import is_repository_url, repository_session
 
 __all__ = ["register"]
 
@@ -36,6 +37,12 @@ _EPILOG = """examples:
   zarr-dask convert s3://bucket/in.zarr out.zarr --storage-options '{"anon": true}' --include 'fields/*'
   zarr-dask convert in.zarr s3://bucket/out.zarr --workers 4 --max-memory 2GiB --resume
   zarr-dask convert in.zarr out.zarr --chunks auto --dry-run
+  zarr-dask convert archive.zarr 'icechunk:/data/repo?branch=main' --zarr-format 3 --shards time=8760
+  zarr-dask convert 'icechunk:s3://bucket/repo?tag=v1' copy.zarr --src-storage-options '{"region": "us-east-1"}'
+
+An Icechunk repository is icechunk:PATH or icechunk:s3://bucket/prefix (storage options: icechunk's s3_storage
+keywords), with ?branch=, ?tag= or ?snapshot= for a source and ?branch= for a destination (default main); a
+destination repository is created if absent and the conversion is committed there as one snapshot.
 """
 
 
@@ -71,9 +78,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     dst_options = storage_options(args.dst_storage_options, "--dst-storage-options") or _for(args.dst, common)
     mode: Literal["w", "resume", "w-"] = "w" if args.overwrite else "resume" if args.resume else "w-"
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    with _scheduler(args) as client:
+    with contextlib.ExitStack() as stack:
+        src, dst = args.src, args.dst
+        if is_repository_url(src):
+            src, src_options = stack.enter_context(repository_session(src, src_options, write=False, message="")), None
+        if is_repository_url(dst):
+            message = f"zarr-dask convert {args.src} {args.dst}"
+            dst = stack.enter_context(repository_session(dst, dst_options, write=not args.dry_run, message=message))
+            dst_options = None
+        client = stack.enter_context(_scheduler(args))
         report = convert(
-            args.src, args.dst, source_path=args.path, destination_path=args.dst_path, zarr_format=args.zarr_format,
+            src, dst, source_path=args.path, destination_path=args.dst_path, zarr_format=args.zarr_format,
             chunks=args.chunks, shards=args.shards, compressors=args.compressor, include=args.include or (),
             exclude=args.exclude or (), mode=mode, max_memory=args.max_memory,
             threads=args.threads if client is None else None, scheduler=client, temp_store=args.temp,

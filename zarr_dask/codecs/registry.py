@@ -30,6 +30,7 @@ from zarr_dask.codecs.packbits import parse_packbits
 from zarr_dask.codecs.reshape import parse_reshape
 from zarr_dask.codecs.sharding import parse_sharding
 from zarr_dask.codecs.value import parse_cast_value, parse_scale_offset
+from zarr_dask.codecs.zarr_python_bridge import plugin_codec
 from zarr_dask.errors import MetadataError, UnknownCodecError
 
 __all__ = [
@@ -123,11 +124,13 @@ def codec_from_v3(entry: Any, *, allow_unsafe: bool = False) -> Codec:
         return codec_from_numcodecs(
             codec_id, config, name=name, allow_unsafe=allow_unsafe, where=f"codec {name!r}"
         )
-    raise UnknownCodecError(
-        f"unknown codec {name!r} in 'codecs'; supported: {', '.join(sorted([*V3_CODECS, 'sharding_indexed']))} "
-        "and numcodecs.<id> "
-        f"for the ids {', '.join(sorted(ALLOWLIST))}"
-    )
+    try:  # a zarr-python codec plugin, through zarr-python when it is installed
+        return plugin_codec(name, configuration)
+    except UnknownCodecError as e:
+        raise UnknownCodecError(
+            f"{e}; supported: {', '.join(sorted([*V3_CODECS, 'sharding_indexed']))} and numcodecs.<id> for the "
+            f"ids {', '.join(sorted(ALLOWLIST))}, and zarr-python's registered codecs when it is installed"
+        ) from None
 
 
 def codec_from_v2(config: Any, *, allow_unsafe: bool = False, where: str = "'filters'") -> Codec:

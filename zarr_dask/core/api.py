@@ -288,7 +288,8 @@ def consolidate_metadata(
     (v2: ``.zmetadata``; v3: ``consolidated_metadata`` inside its ``zarr.json``) and return the group,
     opened with it. One walk of the hierarchy; the children's own documents are untouched. A dataset append
     that died between its commits (or is committing now) is completed first
-    (:func:`~zarr_dask.core.lease.complete_interrupted`), so the listing never shows it half done.
+    (:func:`~zarr_dask.core.lease.complete_interrupted`), so the listing never shows it half done. A store
+    that keeps no consolidated metadata (an Icechunk repository) is left as it is.
 
     Returns
     -------
@@ -305,6 +306,8 @@ def consolidate_metadata(
     s = open_store(store, storage_options=dict(storage_options or {}))
     p = normalize_path(path)
     group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
+    if not getattr(s, "supports_consolidated", True):  # Icechunk keeps none (as zarr-python: nothing written)
+        return group
     members = discover(s, p, group.zarr_format, None)
     groups = [p, *(f"{p}/{rel}" if p else rel for rel, m in members.items() if not nodes.is_array(m))]
     if complete_interrupted(s, groups):  # an append that died between its commits: completed, not half listed

@@ -758,7 +758,7 @@ class ChunkIO:
         if guarded and cas is not None:
             self._write_conditionally(cas, build, value, guarded)
         elif guarded:
-            if partial:
+            if partial and not getattr(self.store, "transactional", False):  # a transaction commits or conflicts
                 _warn_unprotected(self.store.url, self.path, partial)
             existing = self.store.get_many(list(guarded))
             for key, (unit, _) in guarded.items():

@@ -21,12 +21,14 @@ from zarr_dask.core import nodes
 from zarr_dask.core.commit import commit_held, incomplete_append
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
+from zarr_dask.errors import UnsupportedFeatureError
 from zarr_dask.graph import buffers
 from zarr_dask.graph.gateway import data, fan_in, ref, task
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
 from zarr_dask.store import uploads
+from zarr_dask.store.transactions import Carried, carry, combine, is_transactional, task_store
 
 __all__ = [
     "commit_metadata",
@@ -74,9 +76,23 @@ def write_group(handle: ArrayHandle, box: Box, edges: Edges, group: Group, *bloc
     write's final task waits for them."""
     value = assemble(box, edges, blocks, handle.dtype)
     token, built_in = group
+    own = task_store(handle.store)
+    if own is not handle.store:  # a transaction's copy in another process: a fork of this task's own, carried back
+        return carry(own, _rebound(handle, own).write_box(value, box))  # type: ignore[no-any-return]
     deferred = token if _may_defer(built_in) else None
     with uploads.behind(deferred):
         return handle.write_box(value, box)
+
+
+def _rebound(handle: ArrayHandle, store: Any) -> ArrayHandle:
+    """``handle`` over another store (a writer task's fork of a transaction)."""
+    return ArrayHandle(
+        store,
+        handle.path,
+        handle.metadata,
+        allow_unsafe_codecs=handle.allow_unsafe_codecs,
+        write_empty_chunks=handle.write_empty_chunks,
+    )
 
 
 def _may_defer(built_in: int) -> bool:
@@ -87,12 +103,21 @@ def _may_defer(built_in: int) -> bool:
 
 def read_back(handle: ArrayHandle, slices: tuple[slice, ...], *tokens: Any) -> np.ndarray[Any, Any]:
     """``return_stored``: read one block back once the writers of its keys are done."""
+    if any(isinstance(t, Carried) for t in tokens):
+        raise UnsupportedFeatureError(
+            "return_stored=True cannot read back a write into an Icechunk session made by other processes: the "
+            "data is in forks of the session until they reach it; write with compute=True, then read the session "
+            "(zarr_dask.from_zarr(session.store, ...))",
+            store=handle.store.url,
+            path=handle.path,
+        )
     return handle[slices]
 
 
-def done(*tokens: Any) -> int:
-    """Fan-in of writer tokens: the number of keys written."""
-    return sum(int(t) for t in tokens)
+def done(*tokens: Any) -> Any:
+    """Fan-in of writer tokens: the number of keys written (carrying the changes of a transaction's forks,
+    :mod:`zarr_dask.store.transactions`)."""
+    return combine(tokens)
 
 
 def _cluster_lock(store: Any) -> AbstractContextManager[Any]:
@@ -124,8 +149,8 @@ def _refresh(
 ) -> None:
     """Refresh the consolidated metadata enclosing the written array (``consolidated=False``: leave it;
     ``True``: consolidate the store root when no group holds any yet)."""
-    if consolidated is False or not handle.path:
-        return
+    if consolidated is False or not handle.path or is_transactional(handle.store):
+        return  # an Icechunk repository keeps no consolidated metadata of ours (it has its own)
     fmt = handle.metadata.zarr_format
     holders = refresh_consolidated(handle.store, handle.path, metadata, zarr_format=fmt, prefetched=prefetched)
     if consolidated and not holders:
@@ -134,7 +159,7 @@ def _refresh(
         consolidate_metadata(handle.store, zarr_format=fmt)
 
 
-def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_token: Any, token: str, *tokens: Any) -> int:
+def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_token: Any, token: str, *tokens: Any) -> Any:
     """The final task of a write: refresh consolidated metadata (from the metadata written, or for a region
     write, which changes none, from the array's own document), release the pending write; returns the number
     of keys written."""
@@ -154,11 +179,14 @@ def commit_metadata(
     token: str,
     lease: str | None,
     *tokens: Any,
-) -> tuple[int, ...]:
+) -> Any:
     """Write the grown metadata of an append after its data, only if the documents are still what the plan
     saw (or already the new ones: a retried task), so a concurrent change is reported, not overwritten --
     by conditional writes where the store has them; then refresh consolidated metadata (read in the same batch
-    as the check) and release the append's lease (``lease``: its token). Returns the new shape."""
+    as the check) and release the append's lease (``lease``: its token). Returns the new shape (carrying the
+    changes of a transaction's forks)."""
+    own = task_store(handle.store)
+    handle = _rebound(handle, own) if own is not handle.store else handle
     store, path = handle.store, handle.path
     uploads.drain(token)
     release(store_token, path, token)
@@ -174,7 +202,7 @@ def commit_metadata(
         finally:  # the shape is committed: the lease goes, whatever became of the consolidated refresh
             if lease is not None:
                 release_lease(store, path, lease, committed=True)
-    return handle.shape
+    return carry(own, handle.shape, tokens)
 
 
 def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:

@@ -42,6 +42,7 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
+from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
@@ -172,20 +173,28 @@ def _in_process_cluster(get: Any) -> bool:
     return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
 
 
+def other_processes() -> str | None:
+    """The name of the scheduler in force if it runs tasks in other processes (``"distributed"``,
+    ``"processes"``...), None for a local one (threads, synchronous, an in-process cluster)."""
+    from dask import local, threaded
+    from dask.base import get_scheduler
+
+    get = cast(Any, get_scheduler)()
+    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
+        return None
+    module = str(getattr(get, "__module__", get))
+    return "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
+
+
 def check_in_process(store: Any) -> None:
     """Refuse, before anything is written, to write into a store that lives in this process's memory (a
     Python mapping, a ``MemoryStore``, fsspec's ``memory://``) with a scheduler that runs tasks in other
     processes (``processes``, a ``distributed`` cluster): their writes would go to copies of it."""
     if not getattr(store, "process_local", False) or store.read_only:
         return
-    from dask import local, threaded
-    from dask.base import get_scheduler
-
-    get = cast(Any, get_scheduler)()
-    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
+    name = other_processes()
+    if name is None:
         return
-    module = str(getattr(get, "__module__", get))
-    name = "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
     raise UnsupportedFeatureError(
         f"cannot write into a store in this process's memory with the {name} scheduler: it runs tasks in other "
         "processes, which would write into copies of it; use the threaded scheduler, or write to a URL or path "
@@ -291,8 +300,18 @@ def _write(
     target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
     if compute:
         check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
+    transactional = is_transactional(target.handle.store)
+    if return_stored and transactional and other_processes() is not None:
+        raise UnsupportedFeatureError(
+            "return_stored=True cannot read back a write into an Icechunk session made by other processes: the "
+            "data is in forks of the session until the write's result reaches it; write with compute=True, then "
+            "read the session (zarr_dask.from_zarr(session.store, ...))",
+            store=target.handle.store.url,
+        )
     if target.action in ("create", "overwrite"):
         create_metadata(target)
+    # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
+    as_array = as_array and not transactional
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)
 
 
@@ -442,6 +461,8 @@ def append(
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
         check_no_incomplete_append(array.store, array.path, array.metadata)  # never rows twice on a re-run
         target = _append_target(arr, array, axis, kwargs)
+        if is_transactional(array.store):  # Icechunk stores no chunk beyond the shape; its commit hides the new one
+            array.store.set_many(target.documents)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
         return result.compute() if compute else result
     lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease

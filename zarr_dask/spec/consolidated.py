@@ -223,7 +223,8 @@ def parse_consolidated_v2(obj: Any) -> ConsolidatedMetadata:
 
     The consolidating group's own ``.zgroup``/``.zattrs`` entries are ignored (as zarr-python does: they
     are read from their own documents).  zarr-python 3's extra ``consolidated_metadata`` key in nested
-    ``.zgroup`` entries is tolerated.
+    ``.zgroup`` entries is tolerated, and so is the missing ``zarr_consolidated_format`` of kerchunk's parquet
+    references (a ``.zmetadata`` with ``metadata`` and ``record_size``), which xarray's engine opens too.
 
     Raises
     ------
@@ -232,6 +233,8 @@ def parse_consolidated_v2(obj: Any) -> ConsolidatedMetadata:
     """
     doc = require_object(obj, ".zmetadata")
     fmt = doc.get("zarr_consolidated_format")
+    if fmt is None and "record_size" in doc:
+        fmt = 1  # kerchunk's parquet references: their .zmetadata holds the documents and the record size only
     if type(fmt) is not int or fmt != 1:
         raise MetadataError(f".zmetadata field 'zarr_consolidated_format' must be 1, got {fmt!r}")
     entries = require_object(doc.get("metadata"), ".zmetadata field 'metadata'")

@@ -31,9 +31,11 @@ def open_store(
         * ``"memory://name"``: an :class:`FsspecStore` on fsspec's process-wide memory filesystem;
         * any other fsspec URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``zip::...``,
           ``reference://``, chained ``a::b``): an :class:`FsspecStore`;
-        * an fsspec mapper, a zarr-python store (``LocalStore``, ``MemoryStore``, ``FsspecStore``,
-          ``ZipStore``, ``ObjectStore``: :mod:`zarr_dask.store.wrapped`) or any
-          ``MutableMapping`` of keys to bytes (``{}``): a store over it (:mod:`zarr_dask.store.foreign`);
+        * an Icechunk ``Session`` (or ``session.store``), any zarr-python store (``LocalStore``,
+          ``MemoryStore``, ``FsspecStore``, ``ZipStore``, ``ObjectStore``, the ``LoggingStore`` /
+          ``CacheStore`` / ``WrapperStore`` wrappers, VirtualiZarr's ``ManifestStore``...), a ``UPath``, an
+          fsspec mapper or any ``MutableMapping`` of keys to bytes (``{}``): a store over it (the one
+          recognition path of every entry point: :mod:`zarr_dask.store.foreign`);
         * a :class:`Store`: returned as is, or as a read-only view if ``read_only`` is true.  A read-only
           store is never made writable by this function (``read_only=False`` means "as given").
     storage_options
@@ -64,7 +66,7 @@ def open_store(
     if isinstance(store, Store):
         _no_options(storage_options, "an already opened Store")
         return store.with_read_only(True) if read_only and not store.read_only else store
-    if isinstance(store, os.PathLike):
+    if isinstance(store, os.PathLike) and type(store).__module__.split(".")[0] != "upath":
         store = os.fspath(store)
     if not isinstance(store, str):
         from zarr_dask.store.foreign import foreign_store
@@ -73,7 +75,8 @@ def open_store(
         if found is None:
             raise TypeError(
                 f"cannot open a store from {type(store).__name__}; pass a path, a URL such as "
-                "'s3://bucket/data.zarr', an fsspec mapper, a MutableMapping, a zarr-python store or a Store"
+                "'s3://bucket/data.zarr', an Icechunk session, a zarr-python store, an fsspec mapper, a MutableMapping "
+                "or a Store"
             )
         _no_options(storage_options, f"a {type(store).__name__}")
         return found

@@ -423,6 +423,8 @@ def load_hierarchy(
     """
     path = normalize_path(path)
     warn = warn or (lambda msg, cat: warnings.warn(msg, cat, stacklevel=4))
+    if consolidated is None and not getattr(store, "supports_consolidated", True):
+        consolidated = False  # a store with none of its own (Icechunk): listing is the way, as with xarray's engine
     peeker = None if peek is None else _Peeker(peek, max_depth)
     with ThreadPoolExecutor(8, thread_name_prefix="zarr_dask_open") as pool:
         listing: Future[tuple[list[str], list[str]]] | None = None

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr_dask.spec.paths import normalize_path
-from zarr_dask.store import FsspecStore, Store, open_store
+from zarr_dask.store import Store, open_store
+from zarr_dask.store.foreign import is_zarr_python
 from zarr_dask.store.mapping import MappingStore
-from zarr_dask.store.wrapped import wrapped_store
 from zarr_dask.xarray_backend.datastore import ZarrDaskDataStore
 from zarr_dask.xarray_backend.hierarchy import Hierarchy, load_hierarchy
 from zarr_dask.xarray_backend.prefetch import EarlyCoordinates
@@ -32,41 +32,30 @@ ZarrFormat = Literal[2, 3]
 
 
 def as_store(obj: Any, storage_options: Mapping[str, Any] | None = None, *, read_only: bool = False) -> Store:
-    """A zarr_dask Store from what xarray users pass: a path, a URL, a Store, an fsspec ``FSMap``, a
-    ``MutableMapping``, or a zarr-python ``LocalStore`` / ``FsspecStore`` / ``MemoryStore`` / ``ZipStore`` /
-    ``ObjectStore``.
+    """A zarr_dask Store from what xarray users pass, through the one recognition path every entry point
+    shares (:func:`~zarr_dask.store.open_store`: paths, URLs, Stores, Icechunk sessions, any zarr-python store,
+    ``UPath``, fsspec mappers). A plain ``MutableMapping`` (``{}``) holds zarr-python buffers when zarr-python is
+    installed, as xarray's own engine leaves there, so either engine reads what the other wrote.
 
     Raises
     ------
     TypeError
         For anything else (the message lists what is accepted).
     """
-    if isinstance(obj, Store | str | os.PathLike):
-        return open_store(obj, storage_options=storage_options, read_only=read_only)
-    if storage_options:
+    if storage_options and not isinstance(obj, Store | str | os.PathLike):
         raise ValueError(f"store must be a string to use storage_options. Got {type(obj)}")
-    wrapped = wrapped_store(obj, read_only=read_only)  # zarr-python's ZipStore / ObjectStore
-    if wrapped is not None:
-        return wrapped
-    fs = getattr(obj, "fs", None)
-    if fs is not None and hasattr(fs, "cat_file"):  # fsspec FSMap (.root) or zarr-python FsspecStore (.path)
-        root = getattr(obj, "root", None)
-        if not isinstance(root, str):
-            root = getattr(obj, "path", "")
-        return FsspecStore(_blocking(fs), str(root), read_only=read_only or bool(getattr(obj, "read_only", False)))
-    root = getattr(obj, "root", None)
-    if isinstance(root, os.PathLike) and type(obj).__name__ == "LocalStore":  # zarr-python's LocalStore
-        return open_store(root, read_only=read_only or bool(getattr(obj, "read_only", False)))
-    mapping = _zarr_python_memory(obj)
-    if mapping is not None:
-        return mapping.with_read_only(True) if read_only and not mapping.read_only else mapping
-    if isinstance(obj, MutableMapping):  # {} or any MutableMapping, as xarray accepts
+    if isinstance(obj, MutableMapping) and type(obj).__name__ != "FSMap" and not is_zarr_python(obj):
         return MappingStore(obj, read_only=read_only, wrap=_zarr_buffer())
-    raise TypeError(
-        f"cannot open a Zarr store from {type(obj).__name__}; pass a path or URL ('s3://bucket/x.zarr'), a "
-        "zarr_dask Store, a MutableMapping ({}), an fsspec mapper (fsspec.get_mapper) or a zarr-python "
-        "LocalStore / FsspecStore / MemoryStore / ZipStore / ObjectStore"
-    )
+    try:
+        return open_store(obj, storage_options=storage_options, read_only=read_only)
+    except TypeError as e:
+        if "cannot open a store" not in str(e):
+            raise
+        raise TypeError(
+            f"cannot open a Zarr store from {type(obj).__name__}; pass a path or URL ('s3://bucket/x.zarr'), a "
+            "zarr_dask Store, an Icechunk session, a zarr-python store, a MutableMapping ({}) or an fsspec mapper "
+            "(fsspec.get_mapper)"
+        ) from None
 
 
 def _zarr_buffer() -> Callable[[bytes], Any] | None:
@@ -79,32 +68,6 @@ def _zarr_buffer() -> Callable[[bytes], Any] | None:
     from zarr.core.buffer import default_buffer_prototype
 
     return default_buffer_prototype().buffer.from_bytes  # type: ignore[no-any-return]
-
-
-def _zarr_python_memory(obj: Any) -> Store | None:
-    """zarr-python's ``MemoryStore`` (possibly inside ``WrapperStore``s): a MappingStore over its dict, whose
-    new values are zarr-python buffers (so zarr-python reads what we write)."""
-    read_only = bool(getattr(obj, "read_only", False))
-    while type(obj).__module__.startswith("zarr") or hasattr(obj, "_store"):
-        if isinstance(getattr(obj, "_store_dict", None), MutableMapping):
-            return MappingStore(obj._store_dict, read_only=read_only, wrap=_zarr_buffer())
-        inner = getattr(obj, "_store", None)
-        if inner is None:
-            return None
-        obj = inner
-    return None
-
-
-def _blocking(fs: Any) -> Any:
-    """A filesystem usable with blocking calls: zarr-python hands out asynchronous instances bound to its own
-    event loop, which must not be driven from here; rebuild them from their configuration."""
-    if not getattr(fs, "asynchronous", False):
-        return fs
-    sync_fs = getattr(fs, "sync_fs", None)  # fsspec's AsyncFileSystemWrapper around a blocking filesystem
-    if sync_fs is not None:
-        return sync_fs
-    options = {k: v for k, v in getattr(fs, "storage_options", {}).items() if k not in ("asynchronous", "loop")}
-    return type(fs)(**options)
 
 
 def _drop(drop_variables: str | Iterable[str] | None) -> tuple[str, ...]:

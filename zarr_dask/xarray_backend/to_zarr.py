@@ -44,6 +44,7 @@ from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import MemoryStore, Store
+from zarr_dask.store.transactions import carry, is_transactional, task_store
 from zarr_dask.store.versioned import conditional
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
@@ -138,6 +139,8 @@ def _upfront_documents(state: StoreState, plans: list[GroupPlan], root: Any, fou
 
 
 def _should_consolidate(state: StoreState, plans: list[GroupPlan], consolidated: bool | None) -> bool:
+    if is_transactional(state.store):  # an Icechunk repository has its own: none of ours is written there
+        return False
     changed = any(p.group is not None or any(w.action != "region" for w in p.writes) for p in plans)
     if not changed:  # mode r+: no metadata changes, nothing can go stale
         return False
@@ -191,11 +194,12 @@ def _unit_block(handle: ArrayHandle) -> tuple[int, ...]:
     )
 
 
-def _write_scalar(data: Any, store: Store, w: VarWrite) -> int:
+def _write_scalar(data: Any, store: Store, w: VarWrite) -> Any:
     """A 0-d array is one chunk: encode and store it directly.
 
     (Works around ``ChunkIO.write_from`` taking ``value[()]`` of a 0-d *object* array, which NumPy returns
     as the element itself rather than an array.)"""
+    store = task_store(store)  # a transaction's copy in another process: this task's own fork, carried back
     io = ArrayHandle(store, w.path, w.metadata).io
     value = np.empty((), dtype=io.dtype)
     value[()] = np.asarray(data)[()]
@@ -204,7 +208,7 @@ def _write_scalar(data: Any, store: Store, w: VarWrite) -> int:
         store.delete(key)
     else:
         store.set(key, io.encode_chunk(key, value, ()))
-    return 1
+    return carry(store, 1)  # type: ignore[no-any-return]
 
 
 def _is_dask(data: Any) -> bool:
@@ -238,12 +242,14 @@ def _commit(
 ) -> DatasetWriteResult:
     """After the data: commit the grown arrays' metadata by compare-and-swap (each only if it is still what the
     plan saw; attribute changes made meanwhile are kept), write the remaining documents (consolidated
-    metadata), release the append lease (``lease``: ``(group path, token)``).
+    metadata), release the append lease (``lease``: ``(group path, token)``). The result carries the changes of
+    a transaction's forks (an Icechunk session written from other processes) to the caller.
 
     Under a lease the whole commit is first recorded in it (:func:`~zarr_dask.core.commit.mark_commit`, fenced):
     if this process stalls or dies between two of its writes, whoever takes the lease over completes it. The
     consolidated metadata, written last, is the commit point readers with default options see: every variable
     grown, or none."""
+    store = task_store(store)
     rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
     if lease is None:  # a store without leases: each array only if it is still what the plan saw
         done: list[tuple[str, Any, Any]] = []
@@ -257,7 +263,7 @@ def _commit(
                 raise
             errors = [incomplete_append(store, path, old, new, exc) for path, old, new in done]  # (leaves records)
             raise errors[0] from exc
-        return result
+        return carry(store, result, _tokens)  # type: ignore[no-any-return]
     intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
     mark_commit(store, *lease, intent)
     try:
@@ -272,7 +278,7 @@ def _commit(
             path=lease[0],
         ) from exc
     release_lease(store, *lease, committed=True)
-    return result
+    return carry(store, result, _tokens)  # type: ignore[no-any-return]
 
 
 def execute(
@@ -308,6 +314,8 @@ def execute(
             upfront = {k: v for k, v in upfront.items() if k not in cons}
         else:
             upfront.update(cons)
+    if is_transactional(store):  # Icechunk stores no chunk beyond an array's shape; its commit hides the new one
+        upfront.update(deferred)
     for plan in plans:
         if plan.replace:
             store.delete_prefix(key_prefix(plan.path))
