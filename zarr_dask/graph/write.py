@@ -29,6 +29,7 @@ from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
@@ -153,8 +154,8 @@ def _run(
     if not compute:
         return result
     if return_stored:
-        return result.persist()
-    result.compute()
+        return result.persist(**compute_options())
+    result.compute(**compute_options())
     return None
 
 
@@ -438,7 +439,7 @@ def append(
     if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
-        return result.compute() if compute else result
+        return result.compute(**compute_options()) if compute else result
     lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
     try:
         array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
@@ -446,7 +447,7 @@ def append(
         target = _append_target(arr, array, axis, kwargs)
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
         if compute:
-            return result.compute()
+            return result.compute(**compute_options())
     except BaseException:
         lease.release()
         raise
