@@ -26,7 +26,13 @@ _LOCAL_NAMES = frozenset(
 
 
 def in_worker_task() -> bool:
-    """True when called from a task running on a ``distributed`` worker (in the task's own thread)."""
+    """True when called from a task running on a ``distributed`` worker (in the task's own thread).
+
+    Examples
+    --------
+    >>> in_worker_task()
+    False
+    """
     worker = sys.modules.get("distributed.worker")
     if worker is None:
         return False
@@ -54,7 +60,13 @@ def _local_setting(setting: Any) -> bool:
 def compute_options() -> dict[str, Any]:
     """The keywords every write passes to ``compute()`` / ``persist()``: none outside a worker task; inside
     one ``scheduler="threads"``, unless ``dask.config``'s ``scheduler`` is a local one (then none: it is
-    used)."""
+    used).
+
+    Examples
+    --------
+    >>> compute_options()  # not in a worker task: dask chooses, as usual
+    {}
+    """
     if not in_worker_task():
         return {}
     from dask import config

@@ -31,7 +31,13 @@ __all__ = ["index_dimension", "is_monotonic", "warn_if_unordered"]
 
 def is_monotonic(values: Any) -> bool:
     """Non-decreasing or non-increasing (a NaN breaks both; values that cannot be ordered count as
-    monotonic: nothing to report)."""
+    monotonic: nothing to report).
+
+    Examples
+    --------
+    >>> is_monotonic([1, 2, 2, 5]), is_monotonic([5, 3, 1]), is_monotonic([1, 3, 2])
+    (True, True, False)
+    """
     v = np.asarray(values)
     if v.ndim != 1 or v.size < 2:
         return True
