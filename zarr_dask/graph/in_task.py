@@ -10,6 +10,10 @@ requests, in the task's own process), unless ``dask.config`` names a local sched
 ``Client`` is not honoured inside a task (a worker may inherit it from the process that started it): to
 spread one large write over the cluster, call it from the client, not from a task.
 
+A task waiting for an append lease keeps its worker thread (it does not ``secede``): the holder's write now
+runs in the holder's own thread, so the wait cannot starve it, and a seceded waiter would have to ``rejoin``
+-- wait for a free slot -- while holding the lease it just took.
+
 ``distributed`` is never imported here: a worker task can only exist if it already is.
 """
 
