@@ -37,6 +37,7 @@ __all__ = [
     "MetadataError",
     "NodeExistsError",
     "NodeNotFoundError",
+    "NonMonotonicCoordinateWarning",
     "ReadOnlyError",
     "StoreError",
     "UnknownCodecError",
@@ -195,6 +196,12 @@ class FencedWriteError(WriteConflictError):
 class UnprotectedWriteWarning(UserWarning):
     """A write merges data into storage keys on a store that cannot make conditional writes, so another,
     independent writer of the same keys at the same moment could lose data (see ``docs/safe-writes.md``)."""
+
+
+class NonMonotonicCoordinateWarning(UserWarning):
+    """An append along a dimension made its index coordinate (the 1-D coordinate named like the dimension)
+    non-monotonic: selections by label (``sel``, slicing) on that dimension no longer work as expected (names
+    the store, the variable, the last value stored before the append and the first one appended)."""
 
 
 class UnsupportedFeatureError(ZarrDaskError, NotImplementedError):

@@ -6,6 +6,8 @@ Checks, from one listing of the store and one batched read of every metadata doc
 * no node lies inside an array; nodes of the other Zarr format and groups without a document (implicit
   groups) are reported as warnings (zarr-python does not show them);
 * keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
+* index coordinates (1-D arrays named like their dimension) are monotonic: an out-of-order one (e.g. after
+  appends from independent writers that landed out of turn) is a warning (label selections on it fail);
 * consolidated metadata matches the nodes' own documents: every stale, missing or extra entry is an error
   (readers that use consolidated metadata see the wrong shape or miss nodes; ``zarr-dask consolidate``
   rebuilds it);
@@ -150,6 +152,24 @@ def _check_arrays(
     return opened, by_array
 
 
+def _check_index_coordinates(opened: Mapping[str, Any], root: str, out: list[Finding]) -> None:
+    """A warning per index coordinate that is not monotonic (each is read whole: coordinates are small)."""
+    from zarr_dask.xarray_backend.monotonic import index_dimension, is_monotonic
+
+    for path, array in opened.items():
+        dim = index_dimension(path.rpartition("/")[2], array.metadata)
+        if dim is None:
+            continue
+        try:
+            values = array[...]
+        except (ZarrDaskError, ValueError, OSError):
+            continue  # unreadable data is --data's finding
+        if not is_monotonic(values):
+            out.append(Finding(_rel(path, root), "warning", f"the index coordinate of dimension {dim!r} is not "
+                               "monotonic: label selections (sel, slices) on it do not work as expected; sort the "
+                               "dataset (ds.sortby) and rewrite it"))  # fmt: skip
+
+
 def _check_consolidated(url: str, root: str, found: Mapping[str, Any], docs: Mapping[str, bytes],
                         store: Store, out: list[Finding]) -> None:  # fmt: skip
     """One error per stale, missing or extra consolidated entry (nodes whose documents do not parse are
@@ -215,6 +235,7 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
     fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
     _check_structure(root, found, fmt, out)
     opened, by_array = _check_arrays(store, root, found, keys, out)
+    _check_index_coordinates(opened, root, out)
     _check_consolidated(url if isinstance(url, str) else store.url, root, found, docs, store, out)
     if convention == "xarray" and not any(f.severity == "error" for f in out):
         from zarr_dask.zom import conventions, from_store

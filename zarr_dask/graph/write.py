@@ -30,6 +30,7 @@ from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
@@ -155,8 +156,8 @@ def _run(
     if not compute:
         return result
     if return_stored:
-        return result.persist()
-    result.compute()
+        return result.persist(**compute_options())
+    result.compute(**compute_options())
     return None
 
 
@@ -464,7 +465,7 @@ def append(
         if is_transactional(array.store):  # Icechunk stores no chunk beyond the shape; its commit hides the new one
             array.store.set_many(target.documents)
         result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
-        return result.compute() if compute else result
+        return result.compute(**compute_options()) if compute else result
     lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
     try:
         array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
@@ -472,7 +473,7 @@ def append(
         target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
         if compute:
-            return result.compute()
+            return result.compute(**compute_options())
     except BaseException:
         lease.release()
         raise

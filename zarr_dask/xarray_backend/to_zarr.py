@@ -40,6 +40,7 @@ from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.errors import WriteConflictError
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
@@ -47,6 +48,7 @@ from zarr_dask.store import MemoryStore, Store
 from zarr_dask.store.transactions import carry, is_transactional, task_store
 from zarr_dask.store.versioned import conditional
 from zarr_dask.xarray_backend import validation
+from zarr_dask.xarray_backend.monotonic import warn_if_unordered
 from zarr_dask.xarray_backend.reading import as_store
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, VarWrite, WriteOptions, plan_group
 
@@ -316,6 +318,7 @@ def execute(
             upfront.update(cons)
     if is_transactional(store):  # Icechunk stores no chunk beyond an array's shape; its commit hides the new one
         upfront.update(deferred)
+    warn_if_unordered(store, [w for p in plans for w in p.writes])
     for plan in plans:
         if plan.replace:
             store.delete_prefix(key_prefix(plan.path))
@@ -332,7 +335,8 @@ def execute(
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
         from dask.base import compute as dask_compute
 
-        dask_compute(*[_data_write(w, store, lease) for w in todo if not _is_dask(w.data)])  # type: ignore[no-untyped-call]
+        in_memory = [_data_write(w, store, lease) for w in todo if not _is_dask(w.data)]
+        dask_compute(*in_memory, **compute_options())  # type: ignore[no-untyped-call]
         todo = [w for w in todo if _is_dask(w.data)]
     writes = [_data_write(w, store, lease) for w in todo]
     final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
@@ -340,7 +344,7 @@ def execute(
         if lease is not None:
             lease.release_with(final)
         return final  # type: ignore[no-any-return]
-    out: DatasetWriteResult = final.compute()
+    out: DatasetWriteResult = final.compute(**compute_options())
     return out
 
 
