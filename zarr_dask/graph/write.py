@@ -9,7 +9,6 @@ distributed workers are cheap and a retried task rewrites exactly the same bytes
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -490,19 +489,22 @@ def _create_empty(
 ) -> Array:  # fmt: skip
     """The first append to a missing array: create it with length 0 along ``axis`` (its metadata written only
     if absent); if another writer created it first, that array is appended to."""
-    target = resolve_target(arr, url, component, storage_options, False, None, kwargs)
-    h = target.handle
     try:
-        ax = operator.index(axis) % max(1, arr.ndim)
-    except TypeError:
-        ax = 0
-    empty = dataclasses.replace(h.metadata, shape=tuple(0 if d == ax else n for d, n in enumerate(h.metadata.shape)))
-    check_in_process(h.store)
-    with contextlib.suppress(ContainsArrayError):  # created by another writer meanwhile: append to it
+        target = resolve_target(arr, url, component, storage_options, False, None, kwargs)
+        h = target.handle
+        try:
+            ax = operator.index(axis) % max(1, arr.ndim)
+        except TypeError:
+            ax = 0
+        empty = dataclasses.replace(h.metadata, shape=tuple(0 if d == ax else n for d, n in enumerate(h.metadata.shape)))
+        check_in_process(h.store)
         nodes.write_node(h.store, h.path, empty, known_absent=True)
-    opened = _open_for_append(h.store, h.path, None)
+        store, path = h.store, h.path
+    except ContainsArrayError:  # created by another writer meanwhile: append to it
+        store, path = locate(url, component, storage_options) if not isinstance(url, Array) else (url.store, url.path)
+    opened = _open_for_append(store, path, None)
     if opened is None:
-        raise ArrayNotFoundError("the array was removed while this append created it", store=h.store.url, path=h.path)
+        raise ArrayNotFoundError("the array was removed while this append created it", store=store.url, path=path)
     return opened
 
 
