@@ -343,3 +343,12 @@ def test_n5_default_bad_chains(tmp_path, codecs, match):
     (tmp_path / "a.zarr" / "zarr.json").write_text(json.dumps(doc))
     with pytest.raises(MetadataError, match=match):
         zarr_dask.open_array(tmp_path / "a.zarr")
+
+
+def test_zfp_is_a_clear_error_naming_why() -> None:
+    """zfp is registered but cannot be implemented here (docs/formats.md): a clear error, never a bare one."""
+    from zarr_dask.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="codec 'zfp' is registered but not implemented: its library zfpy"):
+        zarr_dask.create_array("memory://zfp-refused", shape=(4,), dtype="f4", chunks=(4,),
+                               serializer={"name": "zfp", "configuration": {"mode": "fixed_rate", "rate": 8}})  # fmt: skip

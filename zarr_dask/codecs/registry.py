@@ -31,9 +31,10 @@ from zarr_dask.codecs.reshape import parse_reshape
 from zarr_dask.codecs.sharding import parse_sharding
 from zarr_dask.codecs.value import parse_cast_value, parse_scale_offset
 from zarr_dask.codecs.zarr_python_bridge import plugin_codec
-from zarr_dask.errors import MetadataError, UnknownCodecError
+from zarr_dask.errors import MetadataError, UnknownCodecError, UnsupportedFeatureError
 
 __all__ = [
+    "NOT_IMPLEMENTED",
     "NUMCODECS_PREFIX",
     "V2_CODEC_IDS",
     "V3_CODECS",
@@ -96,6 +97,17 @@ def split_v3_entry(entry: Any) -> tuple[str, Mapping[str, Any] | None]:
     return entry["name"], configuration
 
 
+#: Registered codecs (zarr-extensions) that zarr_dask does not implement, and why (see docs/formats.md).
+NOT_IMPLEMENTED = {
+    "zfp": (
+        "its library zfpy cannot be installed beside numcodecs and NumPy 2 today (zfpy 1.0.1.post0 breaks "
+        "'import numcodecs'; zfpy 1.0.0 is built for NumPy 1), and it lacks the registry's 'reversible' and "
+        "'expert' modes. Read the data with a tool that bundles zfp (tensorstore does not either), or convert it "
+        "with the codec 'numcodecs.zfpy' where that package works"
+    ),
+}
+
+
 def codec_from_v3(entry: Any, *, allow_unsafe: bool = False) -> Codec:
     """Build the codec of one v3 ``codecs`` entry.
 
@@ -116,6 +128,8 @@ def codec_from_v3(entry: Any, *, allow_unsafe: bool = False) -> Codec:
         return parser(configuration)
     if name == "sharding_indexed":  # holds nested codec lists, so it needs the unsafe opt-in too
         return parse_sharding(configuration, allow_unsafe=allow_unsafe)
+    if name in NOT_IMPLEMENTED:
+        raise UnsupportedFeatureError(f"codec {name!r} is registered but not implemented: {NOT_IMPLEMENTED[name]}")
     if name.startswith(NUMCODECS_PREFIX):
         codec_id = name[len(NUMCODECS_PREFIX) :]
         config = dict(configuration or {})
