@@ -22,6 +22,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from zarr_dask.graph.buffers import in_distributed_worker
+
 __all__ = ["compute_options", "in_worker_task"]
 
 _LOCAL_NAMES = frozenset(
@@ -37,13 +39,9 @@ def in_worker_task() -> bool:
     >>> in_worker_task()
     False
     """
-    worker = sys.modules.get("distributed.worker")
-    if worker is None:
+    if not in_distributed_worker():
         return False
-    try:
-        worker.get_worker()
-    except ValueError:
-        return False
+    worker = sys.modules["distributed.worker"]
     return getattr(getattr(worker, "thread_state", None), "key", None) is not None
 
 

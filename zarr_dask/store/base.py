@@ -177,15 +177,20 @@ class Store(ABC):
             ``{key: value}``.
         """
 
-    @abstractmethod
     def set_if_not_exists(self, key: str, value: Buffer) -> bool:
-        """Store ``value`` under ``key`` only if ``key`` holds no value yet.
+        """Store ``value`` under ``key`` only if ``key`` holds no value yet. This default checks, then writes
+        (not atomic between writers); stores that can create atomically override it.
 
         Returns
         -------
         bool
             True if this call wrote the value, False if the key already existed.
         """
+        self._check_writable("set", key)
+        if self.exists(key):
+            return False
+        self.set(key, value)
+        return True
 
     @abstractmethod
     def delete(self, key: str) -> None:

@@ -106,14 +106,6 @@ class _WrappedStore(Store):
         self._guard("write", next(iter(new), ""), self._write, new)
         self.counters.add(set=len(new), bytes_written=sum(map(len, new.values())))
 
-    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
-        """Store ``value`` unless ``key`` exists (checked, then written: not atomic between processes)."""
-        self._check_writable("set", key)
-        if self.exists(key):
-            return False
-        self.set(key, value)
-        return True
-
     def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
         self.delete_many([key])

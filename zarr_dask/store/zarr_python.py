@@ -239,14 +239,6 @@ class ZarrPythonStore(Store):
         self._run("write", next(iter(new)), lambda: self._bounded([put(k, v) for k, v in new.items()]))
         self.counters.add(set=len(new), bytes_written=sum(map(len, new.values())))
 
-    def set_if_not_exists(self, key: str, value: Buffer) -> bool:
-        """Store ``value`` unless ``key`` exists (checked, then written: not atomic between writers)."""
-        self._check_writable("set", key)
-        if self.exists(key):
-            return False
-        self.set(key, value)
-        return True
-
     def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
         self.delete_many([key])
