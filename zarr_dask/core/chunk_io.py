@@ -705,10 +705,10 @@ class ChunkIO:
         )
 
     def _keeps_empty(self, coords: tuple[int, ...]) -> bool:
-        """Store this key even when it is all fill value: with ``write_empty_chunks``, and for every key of an
-        append beyond the committed shape (absent, it could later be created by a stalled writer that lost its
-        lease: stored, it can only be replaced by a conditional write, which that writer's fence refuses)."""
-        return self.write_empty_chunks or (self.fence is not None and self._beyond(coords))
+        """Store this key even when it is all fill value (``write_empty_chunks``). An append's all-fill keys are
+        not stored by default either: such an absent key is the one thing a writer that stalled past its lease
+        could still create (see ``docs/safe-writes.md``); ``write_empty_chunks=True`` closes that too."""
+        return self.write_empty_chunks
 
     def _beyond(self, coords: tuple[int, ...]) -> bool:
         """True when the key holds elements at or beyond the fence's committed shape."""
