@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -303,11 +304,24 @@ def create_documents(store: Store, path: str, docs: Mapping[str, bytes], *, stri
         lost = [k for k, ok in won.items() if not ok]
         if not lost:
             continue
-        current = store.get_many(lost)
+        current = _settled(store, lost)
         if (not strict or batch is not main) and all(current.get(k) == docs[k] for k in lost):
             continue
         node = read_node(store, path)
         raise existing_node_error(store, path, node if node is not None else empty_group(3))
+
+
+def _settled(store: Store, keys: Sequence[str]) -> dict[str, bytes]:
+    """The values of ``keys`` that a conditional create just lost to: a key can read as absent for a moment when
+    the winner's write is still in flight (S3 answers ``409 ConditionalRequestConflict`` then), so wait for it
+    a little (up to about 2 s)."""
+    found = store.get_many(keys)
+    for _ in range(40):
+        if all(k in found for k in keys):
+            break
+        time.sleep(0.05)
+        found = store.get_many(keys)
+    return found
 
 
 def create_if_absent(store: Store, docs: Mapping[str, bytes]) -> list[str]:
@@ -320,7 +334,7 @@ def create_if_absent(store: Store, docs: Mapping[str, bytes]) -> list[str]:
         return []
     won = cas.set_if_unchanged({k: (v, None) for k, v in docs.items()})
     lost = [k for k, ok in won.items() if not ok]
-    current = store.get_many(lost) if lost else {}
+    current = _settled(store, lost) if lost else {}
     return [k for k in lost if current.get(k) != docs[k]]
 
 

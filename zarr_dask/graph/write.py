@@ -402,12 +402,17 @@ def _open_for_append(url: Any, component: str | None, storage_options: Mapping[s
         store, path = url.store, url.path
     else:
         store, path = locate(url, component, storage_options)
-    try:
-        return Array.open(store, path)
-    except ArrayNotFoundError:
-        if nodes.read_node(store, path) is not None:
-            raise
-        return None
+    for _ in range(3):
+        try:
+            return Array.open(store, path)
+        except ArrayNotFoundError:
+            node = nodes.read_node(store, path)
+            if node is None:
+                return None
+            if not nodes.is_array(node):
+                raise
+            # an array created between the two reads (a racing first append): open it
+    return Array.open(store, path)
 
 
 def append(
