@@ -12,6 +12,7 @@ loss. ``make test`` runs fixed seeds; ``make test-slow`` (``ZD_SLOW=1``) 100 ran
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -357,7 +358,8 @@ def test_a_dataset_append_killed_between_commits_is_invisible_then_completed(
     killed = _run(url, options, {"op": "xr_append", "value": 2, "rows": 3, "start": 4, "die_after_commits": 1}).go()
     assert not killed.result()["ok"]  # died after the first array's document
     assert _dataset_consistent(url, options) == 4  # readers see the dataset as before the killed append
-    assert _dataset_consistent(url, options, engine="zarr") == 4  # xarray's own engine too
+    if importlib.util.find_spec("zarr") is not None:  # xarray's own engine too (zarr-python: not in test-min)
+        assert _dataset_consistent(url, options, engine="zarr") == 4
     time.sleep(TTL * 2)  # its lease lapses; the next append (or consolidate) completes the killed one first
     if completer == "consolidate":
         with dask.config.set({"zarr_dask.append_lease_ttl": TTL}):
