@@ -81,5 +81,6 @@ def test_the_xarray_backend_reads_and_writes_dask_array_arrays(tmp_path: Path, d
     back = xr.open_dataset(url, engine="zarr_dask", chunks={})
     assert isinstance(back.v.data, da.Array)
     xr.testing.assert_identical(back.load(), ds.compute())
-    zarr_dask.to_zarr_dataset(ds.isel(t=slice(2)) + 1, url, append_dim="t")
+    more = (ds.isel(t=slice(2)) + 1).assign_coords(t=[4, 5])  # (in order: an out-of-order append warns)
+    zarr_dask.to_zarr_dataset(more, url, append_dim="t")
     assert xr.open_dataset(url, engine="zarr_dask").sizes["t"] == 6
