@@ -168,8 +168,8 @@ def _dask_value(key: str) -> Any:
     if config is None:
         return None
     try:
-        return config.get(key, None)  # type: ignore[attr-defined]
-    except Exception:
+        return config.get(key, None)
+    except Exception:  # noqa: BLE001 - a broken dask config must not break reading our own knobs
         return None
 
 

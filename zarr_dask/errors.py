@@ -21,6 +21,8 @@ ArrayNotFoundError True
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ArrayNotFoundError",
     "ChunkDecodeError",
@@ -29,6 +31,7 @@ __all__ = [
     "ContainsGroupError",
     "DataTypeError",
     "FencedWriteError",
+    "HierarchyConflictError",
     "FillValueError",
     "GroupNotFoundError",
     "IndexingError",
@@ -151,6 +154,24 @@ class NodeExistsError(ZarrDaskError, FileExistsError):
 
 class ContainsArrayError(NodeExistsError):
     """An array already exists at that path."""
+
+
+class HierarchyConflictError(NodeExistsError):
+    """Existing nodes differ from a :mod:`zarr_dask.zom` spec being written (nothing was written);
+    ``conflicts`` lists them as a :class:`zarr_dask.zom.Diff` with ``left`` = existing and ``right`` = new."""
+
+    def __init__(
+        self, problem: str, *, store: str | None = None, path: str | None = None, conflicts: Any = None
+    ) -> None:
+        super().__init__(problem, store=store, path=path)
+        self.conflicts = conflicts
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_rebuild_conflict, (self.problem, self.store, self.path, self.conflicts))
+
+
+def _rebuild_conflict(problem: str, store: str | None, path: str | None, conflicts: Any) -> HierarchyConflictError:
+    return HierarchyConflictError(problem, store=store, path=path, conflicts=conflicts)
 
 
 class ContainsGroupError(NodeExistsError):

@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `zarr-dask tree x | head`
         return 0
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the CLI's last resort: every error becomes a message and exit 1
         _report(e, verbose)
         return 1
     finally:

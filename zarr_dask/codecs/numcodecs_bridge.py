@@ -159,7 +159,7 @@ def make_numcodecs(codec_id: str, config: Mapping[str, Any], *, allow_unsafe: bo
     cls = _numcodecs_class(codec_id, where)
     try:
         return cls.from_config(dict(config))
-    except Exception as e:  # numcodecs raises TypeError/ValueError/KeyError on bad configs
+    except Exception as e:  # noqa: BLE001 - numcodecs raises TypeError/ValueError/KeyError on bad configs
         raise MetadataError(
             f"invalid configuration {dict(config)!r} for codec {codec_id!r} in {where}: {type(e).__name__}: {e}"
         ) from None

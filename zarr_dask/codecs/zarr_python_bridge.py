@@ -51,7 +51,7 @@ def plugin_codec(name: str, configuration: Mapping[str, Any] | None) -> Codec:
 
     try:
         cls = get_codec_class(name)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a plugin's lookup may raise anything: reported as an unknown codec
         raise UnknownCodecError(
             f"unknown codec {name!r} in 'codecs': neither zarr_dask nor zarr-python's codec registry has it; "
             "install the package that provides it (a zarr-python codec plugin registers itself in the "

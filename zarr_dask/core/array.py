@@ -70,7 +70,7 @@ class Attributes(MutableMapping[str, Any]):
         del attrs[key]
         self._node._set_attributes(attrs)
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         attrs = self._attrs()
         attrs.update(dict(other), **kwargs)
         self._node._set_attributes(attrs)

@@ -190,7 +190,7 @@ def run_batches(
                 return
             try:
                 func(batches[i])
-            except BaseException as e:  # stop every worker; the caller re-raises the first error
+            except BaseException as e:  # noqa: BLE001 - stop every worker; the caller re-raises the first error
                 failed.append(e)
                 return
 

@@ -215,7 +215,7 @@ def incomplete_append(store: Store, path: str, expected: Any, written: Any, exc:
     try:
         store.set(key_prefix(path) + INCOMPLETE_NAME, record)
         refused = "; until then zarr_dask refuses further appends to this array, so that rows are never appended twice"
-    except Exception:
+    except OSError:  # the store refused the record too (StoreError, ReadOnlyError): say only what landed
         refused = ""
     return WriteConflictError(
         f"the append landed (rows {rows}; the array's shape is now {list(new)}), but the consolidated metadata of "

@@ -220,7 +220,7 @@ class AppendLease:
                 if now.value is None or parse_lease(now.value).get("owner") != self.token:
                     return  # released right after the renewal: never bring it back
                 self._version = now.version
-            except Exception as exc:  # a transient store error: try again at the next tick
+            except Exception as exc:  # noqa: BLE001 - a transient store error: try again at the next tick
                 _log.warning("%s /%s: could not renew the append lease: %s", self.store.url, self.path, exc)
 
     def stop_renewing(self) -> None:

@@ -417,7 +417,7 @@ def _dask_array_collection() -> Any:
     if _DASK_ARRAY_COLLECTION is None:
         from dask_array import Array as DaskArrayArray
 
-        class ZarrDaskArray(DaskArrayArray):  # type: ignore[misc,valid-type]
+        class ZarrDaskArray(DaskArrayArray):  # type: ignore[misc, unused-ignore]  # Any without dask-array
             """What :func:`~zarr_dask.from_zarr` returns with the dask-array package registered (operations
             on it return plain ``dask_array`` arrays)."""
 
@@ -532,7 +532,7 @@ def _expr_classes() -> tuple[Any, Any]:
 
 if _IO is not None:
 
-    class ZarrRead(_IO):  # type: ignore[misc,valid-type]
+    class ZarrRead(_IO):
         """The blocks of one array: ``getter(handle, block_slices)`` tasks, built only when the graph is
         (after dask's optimizer has pushed selections down), so building the array costs nothing per block."""
 
@@ -596,7 +596,7 @@ if _IO is not None:
                 return super().finalize_compute()
             return ZarrAssemble(self)
 
-    class ZarrAssemble(_Finalize):  # type: ignore[misc,valid-type]
+    class ZarrAssemble(_Finalize):
         """One block: every block of a :class:`ZarrRead` copied into one pooled array (:func:`assemble`)."""
 
         def _simplify_down(self) -> Any:
@@ -612,7 +612,7 @@ if _IO is not None:
             args = (_task_refs(arr.__dask_keys__()), DataNode(None, arr.chunks), DataNode(None, arr.dtype))
             return {key: Task(key, assemble, *args)}
 
-    class ZarrExprArray(_ExprArray):  # type: ignore[misc,valid-type]
+    class ZarrExprArray(_ExprArray):
         """:class:`ZarrArray` under query planning: the direct ``compute()`` of the whole array."""
 
         def compute(self, **kwargs: Any) -> Any:

@@ -24,7 +24,13 @@ from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease, Fence
-from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError, UnsupportedFeatureError
+from zarr_dask.errors import (
+    ArrayNotFoundError,
+    ContainsArrayError,
+    IndexingError,
+    InvalidModeError,
+    UnsupportedFeatureError,
+)
 from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
@@ -168,7 +174,7 @@ def _in_process_cluster(get: Any) -> bool:
         return False
     try:
         workers = client.scheduler_info().get("workers", {})
-    except Exception:
+    except Exception:  # noqa: BLE001 - a closed or broken client: not an in-process cluster
         return False
     return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
 
@@ -344,16 +350,22 @@ def _mode(
     storage_options: Mapping[str, Any] | None,
 ) -> tuple[bool, Any]:  # fmt: skip
     """``(overwrite, region)`` for dask's ``mode=`` of :func:`to_zarr`."""
+    where: dict[str, Any] = {"store": url if isinstance(url, str) else getattr(url, "url", None), "path": component}
     if mode not in _MODES:
-        raise ValueError(
+        raise InvalidModeError(
             f"mode={mode!r} cannot write; to_zarr takes mode='a' (create, or write into region=), 'w' (replace "
-            "an existing node), 'w-' (create, fail if one exists) or 'r+' (write into the existing array)"
+            "an existing node), 'w-' (create, fail if one exists) or 'r+' (write into the existing array)",
+            **where,
         )
     if mode == "w-" and overwrite:
-        raise ValueError("mode='w-' refuses to replace an existing node, but overwrite=True asks to; drop one")
+        raise InvalidModeError(
+            "mode='w-' refuses to replace an existing node, but overwrite=True asks to; drop one", **where
+        )
     if mode == "r+" and region is None:
         if overwrite:
-            raise ValueError("mode='r+' writes into the existing array, but overwrite=True replaces it; drop one")
+            raise InvalidModeError(
+                "mode='r+' writes into the existing array, but overwrite=True replaces it; drop one", **where
+            )
         region = tuple(slice(0, n) for n in arr.shape)  # the whole existing array (must have its shape)
     return overwrite or mode == "w", region
 

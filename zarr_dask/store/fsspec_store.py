@@ -232,7 +232,7 @@ class FsspecStore(Store):
             size = int(self.fs.size(plan.path))
         except self._missing:
             return None
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure to size the file: report the original read error
             raise self._error("read", plan.key, error) from error
         if resolve_range(plan.start, plan.end, size)[1] == 0:
             return b""
@@ -345,7 +345,7 @@ class FsspecStore(Store):
         for directory in sorted(dirs, key=len, reverse=True):
             try:
                 self.fs.rmdir(directory)
-            except Exception:  # not empty (a concurrent write) or already gone
+            except Exception:  # noqa: BLE001 - not empty (a concurrent write) or already gone
                 continue
 
     def _with_parents(self, paths: list[str], write: Callable[[], object]) -> None:
@@ -608,7 +608,7 @@ def _unstrip(fs: AbstractFileSystem, root: str) -> str:
     """A URL for ``root`` on ``fs`` (``protocol://root``)."""
     try:
         return str(fs.unstrip_protocol(root)).rstrip("/") if root else _protocol(fs) + "://"
-    except Exception:
+    except Exception:  # noqa: BLE001 - only for the URL in messages: never fail on it
         return f"{_protocol(fs)}://{root}"
 
 

@@ -91,7 +91,7 @@ class LatencyFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[mis
         self._strip_protocol = fs._strip_protocol  # type: ignore[method-assign]  # paths are the inner fs's
 
     @classmethod
-    def _strip_protocol(cls, path: str) -> str:  # type: ignore[override]
+    def _strip_protocol(cls, path: str) -> str:
         """Class-level (used by fsspec's URL parsing); an instance strips like its inner filesystem."""
         path = str(path)
         for prefix in (PROTOCOL + "::", PROTOCOL + "://"):

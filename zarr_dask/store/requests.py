@@ -109,7 +109,7 @@ async def gather(coros: Sequence[Coroutine[Any, Any, Any]], concurrency: int) ->
 async def _outcome(coro: Coroutine[Any, Any, Any]) -> Any:
     try:
         return await coro
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - every outcome is returned to the caller, which raises it
         return exc
 
 

@@ -159,7 +159,7 @@ def _work() -> None:
         try:
             merged = {k: v for upload in batch for k, v in upload.items.items()}
             batch[0].store.set_many(merged)
-        except BaseException as exc:  # reported by the write's final task
+        except BaseException as exc:  # noqa: BLE001 - reported by the write's final task
             error = exc
         with _cond:
             for upload in batch:

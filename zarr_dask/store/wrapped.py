@@ -288,7 +288,7 @@ class ObjectStoreStore(_WrappedStore):
                     return bytes(obstore.get_range(self.inner, key, start=start, end=end))
                 except FileNotFoundError:
                     raise
-                except Exception:  # noqa: S110 - a range past the end: clip it below, as fsspec does
+                except Exception:  # noqa: BLE001 - a range past the end: clip it below, as fsspec does
                     pass
             size = int(obstore.head(self.inner, key)["size"])
         except FileNotFoundError:

@@ -122,7 +122,7 @@ class ZarrDaskDataStore(AbstractDataStore):
     def get_variables(self) -> Mapping[str, Variable]:
         if self._variables is None:
             self._variables = self._open_variables()
-        return FrozenDict(self._variables)  # type: ignore[no-any-return]
+        return FrozenDict(self._variables)
 
     def get_dimensions(self) -> dict[str, int]:
         dims: dict[str, int] = {}

@@ -29,7 +29,7 @@ def _has_metadata(url: str) -> bool:
 
         store = open_store(url, read_only=True)
         return bool(store.get_many(list(_METADATA_DOCS)))
-    except Exception:  # a guess must never raise: unknown protocol, no network, no credentials...
+    except Exception:  # noqa: BLE001 - a guess must never raise: unknown protocol, no network, no credentials...
         return False
 
 
@@ -68,7 +68,7 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
             return any(os.path.isfile(os.path.join(local, doc)) for doc in _METADATA_DOCS)
         return _has_metadata(text)
 
-    def open_dataset(  # type: ignore[override]
+    def open_dataset(
         self,
         filename_or_obj: Any,
         *,
@@ -149,7 +149,7 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta,
         )
 
-    def open_groups_as_dict(  # type: ignore[override]
+    def open_groups_as_dict(
         self,
         filename_or_obj: Any,
         *,
@@ -191,7 +191,7 @@ class ZarrDaskBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta,
         )
 
-    def open_datatree(  # type: ignore[override]
+    def open_datatree(
         self, filename_or_obj: Any, **kwargs: Any
     ) -> DataTree:
         """The hierarchy below ``group`` as a DataTree; the options are those of :meth:`open_dataset`."""

@@ -67,7 +67,7 @@ def _shown(values: np.ndarray[Any, Any], meta: ArrayMetadataV2 | ArrayMetadataV3
         _, attrs = dims_and_attrs(meta)
         decoded = conventions.decode_cf_variable(dim, xr.Variable((dim,), values[:1], attrs=attrs))
         return decoded.values[0]
-    except Exception:  # only for the message: the stored value is as good a name
+    except Exception:  # noqa: BLE001 - only for the message: the stored value is as good a name
         return values[0]
 
 

@@ -107,7 +107,7 @@ class CoordinatePrefetch:
     def _run(self, future: Future[dict[str, np.ndarray[Any, Any]]]) -> None:
         try:
             future.set_result(self._load())
-        except BaseException as e:  # handed to the thread that takes the values
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that takes the values
             future.set_exception(e)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

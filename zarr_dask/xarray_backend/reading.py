@@ -67,7 +67,7 @@ def _zarr_buffer() -> Callable[[bytes], Any] | None:
         return None
     from zarr.core.buffer import default_buffer_prototype
 
-    return default_buffer_prototype().buffer.from_bytes  # type: ignore[no-any-return]
+    return default_buffer_prototype().buffer.from_bytes
 
 
 def _drop(drop_variables: str | Iterable[str] | None) -> tuple[str, ...]:

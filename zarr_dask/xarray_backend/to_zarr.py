@@ -210,7 +210,7 @@ def _write_scalar(data: Any, store: Store, w: VarWrite) -> Any:
         store.delete(key)
     else:
         store.set(key, io.encode_chunk(key, value, ()))
-    return carry(store, 1)  # type: ignore[no-any-return]
+    return carry(store, 1)
 
 
 def _is_dask(data: Any) -> bool:

@@ -139,7 +139,7 @@ def _format(state: StoreState, path: str, opts: WriteOptions) -> ZarrFormat:
                 store=state.store.url,
                 path=path,
             )
-        return fmt  # type: ignore[no-any-return]
+        return fmt
     return opts.zarr_format or (state.zarr_format if state.zarr_format and path else None) or 3
 
 

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zarr_dask.core import nodes as core_nodes
-from zarr_dask.errors import ContainsArrayError, MetadataError, NodeExistsError, ReadOnlyError, ZarrDaskError
+from zarr_dask.errors import (
+    ContainsArrayError,
+    HierarchyConflictError,
+    MetadataError,
+    ReadOnlyError,
+    ZarrDaskError,
+)
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.json import canonical_json, loads
@@ -33,24 +39,6 @@ __all__ = ["HierarchyConflictError", "WriteReport", "write_spec"]
 ZarrFormat = Literal[2, 3]
 NodeMetadata = ArrayMetadataV2 | ArrayMetadataV3 | GroupMetadataV2 | GroupMetadataV3
 _KEEP_CHUNKS = ("attributes", "dimension_names")  # fields whose change leaves the stored chunks valid
-
-
-class HierarchyConflictError(NodeExistsError):
-    """Existing nodes differ from the spec (nothing was written); ``conflicts`` lists them as a :class:`Diff`
-    with ``left`` = existing and ``right`` = new."""
-
-    def __init__(
-        self, problem: str, *, store: str | None = None, path: str | None = None, conflicts: Diff | None = None
-    ) -> None:
-        super().__init__(problem, store=store, path=path)
-        self.conflicts = conflicts if conflicts is not None else Diff()
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (_rebuild_conflict, (self.problem, self.store, self.path, self.conflicts))
-
-
-def _rebuild_conflict(problem: str, store: str | None, path: str | None, conflicts: Diff) -> HierarchyConflictError:
-    return HierarchyConflictError(problem, store=store, path=path, conflicts=conflicts)
 
 
 @dataclass(frozen=True, kw_only=True)
