@@ -30,8 +30,9 @@ def test_scheduler_address(scheduler_address: str, tmp_path: Path) -> None:
     src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
     expected = make_hierarchy(src, 2)
     proc = run("convert", src, dst, "--zarr-format", "3", "--chunks", "time=24,lat=4", "--shards", "lat=12",
-               "--scheduler", scheduler_address, "--max-memory", "64MiB", "--json")  # fmt: skip
-    report = json.loads(proc.stdout)
+               "--scheduler", scheduler_address, "--max-memory", "64MiB", "--json", "--progress")  # fmt: skip
+    report = json.loads(proc.stdout)  # the progress bar went to stderr, as --help says: stdout is the JSON alone
+    assert "[" in proc.stderr and "Completed" in proc.stderr
     assert report["threads"] == 1  # the workers' threads
     stats = report["stats"]
     # counted in the worker processes and gathered from the tasks

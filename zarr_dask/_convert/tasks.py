@@ -8,6 +8,7 @@ whose stores count separately) each report their own. A staged array's second pa
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import logging
@@ -243,7 +244,8 @@ def run_graph(graph: Delayed, *, scheduler: Any, threads: int, progress: bool) -
         future = scheduler.compute(graph)
         if progress:
             distributed: Any = importlib.import_module("distributed")
-            distributed.progress(future)
+            with contextlib.redirect_stdout(sys.stderr):  # distributed's text bar prints to stdout
+                distributed.progress(future)
             print(file=sys.stderr)
         return cast(Stats, future.result())
     run: Any = graph
