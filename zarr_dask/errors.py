@@ -48,6 +48,7 @@ __all__ = [
     "UnprotectedWriteWarning",
     "UnsafeCodecError",
     "UnsupportedFeatureError",
+    "VariableNotFoundError",
     "WriteConflictError",
     "WritePlanError",
     "ZarrDaskError",
@@ -188,6 +189,11 @@ class ChunkEncodeError(ZarrDaskError, ValueError):
 
 class IndexingError(ZarrDaskError, IndexError):
     """An index/selection that does not fit the array."""
+
+
+class VariableNotFoundError(ZarrDaskError, KeyError):
+    """A write names a variable the dataset does not have (an ``encoding`` key with a typo, say); a
+    ``KeyError`` as xarray raises there, with the names the dataset has and the closest one."""
 
 
 class ReadOnlyError(ZarrDaskError, PermissionError):

@@ -57,7 +57,7 @@ def test_s3_to_local_and_back(s3_bucket_url: str, s3_storage_options: dict[str, 
     options = json.dumps(s3_storage_options)
     local = str(tmp_path / "local.zarr")
     down = run("convert", s3_bucket_url, local, "--zarr-format", "3", "--chunks", "time=24", "--shards", "lat=12",
-               "--src-storage-options", options)  # fmt: skip
+               "--source-storage-options", options)  # fmt: skip
     assert down.stdout.startswith("converted 5 array(s) and 3 group(s)")
     assert_same_data(local, expected)
     back = s3_bucket_url.replace("root.zarr", "back.zarr")

@@ -119,3 +119,22 @@ def test_errors_pickle_and_mix_builtins():
     assert isinstance(e, FileNotFoundError)
     e2 = pickle.loads(pickle.dumps(e))
     assert str(e2) == str(e) == "store 'memory://x', node '/a': nope"
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_wrong_zarr_format_names_the_format_there(tmp_path, fmt):
+    """Opening with the other zarr_format says which format is there, not only "nothing found"."""
+    url = str(tmp_path / "x.zarr")
+    zarr_dask.create_array(url, path="a", shape=(2,), dtype="i1", zarr_format=fmt)
+    other = 5 - fmt
+    with pytest.raises(errors.ArrayNotFoundError, match=f"there is a Zarr v{fmt} array there: pass zarr_format={fmt}"):
+        zarr_dask.open_array(url, path="a", zarr_format=other, mode="r")
+    with pytest.raises(errors.ArrayNotFoundError, match="found nothing\\); check the URL and path"):
+        zarr_dask.open_array(url, path="b", zarr_format=other, mode="r")
+
+
+def test_missing_bucket_is_named(s3_storage_options):
+    """A bucket that does not exist is named as such, not as a missing array or group."""
+    url = "s3://zd-no-such-bucket-here/data.zarr"
+    with pytest.raises(errors.ArrayNotFoundError, match="the bucket 'zd-no-such-bucket-here' does not exist"):
+        zarr_dask.open_array(url, mode="r", storage_options=s3_storage_options)

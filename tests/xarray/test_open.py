@@ -231,3 +231,13 @@ def test_datatree_open_reads_the_hierarchy_once():
     assert delta["list"] == 1 + 5 + 5  # one listing per group, levels listed concurrently
     groups = xr.open_groups(store, engine="zarr_dask", consolidated=False, group="g1")
     assert sorted(groups) == ["/", "/sub"]
+
+
+def test_wrong_zarr_format_and_missing_bucket_say_so(tmp_path, s3_storage_options):
+    url = str(tmp_path / "v3.zarr")
+    zarr_dask.to_zarr_dataset(xr.Dataset({"v": ("x", np.arange(3))}), url, zarr_format=3)
+    with pytest.raises(FileNotFoundError, match="there is a Zarr v3 group there: pass zarr_format=3"):
+        xr.open_dataset(url, engine="zarr_dask", zarr_format=2)
+    with pytest.raises(FileNotFoundError, match="the bucket 'zd-no-such-bucket-either' does not exist"):
+        xr.open_dataset("s3://zd-no-such-bucket-either/x.zarr", engine="zarr_dask",
+                        storage_options=s3_storage_options)  # fmt: skip

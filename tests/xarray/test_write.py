@@ -15,6 +15,7 @@ import zarr_dask
 from tests.dask_modes import expr_gap
 from tests.xarray._helpers import RecordingStore
 from zarr_dask.errors import ContainsGroupError, GroupNotFoundError
+from zarr_dask.store import MemoryStore
 from zarr_dask.xarray_backend.variables import StaleEncodingWarning
 
 
@@ -368,3 +369,19 @@ def test_names_xarray_itself_writes_are_accepted(tmp_path, fmt):
     ds = xr.Dataset({other: ("x", np.arange(2))})
     zarr_dask.to_zarr_dataset(ds, str(tmp_path / "p.zarr"), zarr_format=fmt)
     assert list(xr.open_dataset(tmp_path / "p.zarr", engine="zarr_dask").data_vars) == [other]
+
+
+def test_encoding_typo_is_a_keyerror_that_names_the_variables():
+    ds = xr.Dataset({"t2m": (("time", "lat"), np.zeros((4, 3)))}, coords={"time": np.arange(4)})
+    store = MemoryStore()
+    with pytest.raises(KeyError, match="encoding names variable\\(s\\) 't2mm' .* did you mean 't2m'"):
+        zarr_dask.to_zarr_dataset(ds, store, encoding={"t2mm": {"chunks": (2, 3)}})
+    assert not store.list_prefix("")  # nothing written
+
+
+def test_empty_chunks_encoding_means_not_given():
+    """``encoding={"v": {"chunks": {}}}`` is "no chunks given", as xarray's own engine takes it."""
+    ds = xr.Dataset({"v": (("x", "y"), np.zeros((4, 3)))}).chunk({"x": 2})
+    store = MemoryStore()
+    zarr_dask.to_zarr_dataset(ds, store, encoding={"v": {"chunks": {}}})
+    assert zarr_dask.open_array(store, path="v").chunks == (2, 3)

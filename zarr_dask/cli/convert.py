@@ -74,8 +74,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from zarr_dask._convert import convert
 
     common = storage_options(args.storage_options)
-    src_options = storage_options(args.src_storage_options, "--src-storage-options") or _for(args.src, common)
-    dst_options = storage_options(args.dst_storage_options, "--dst-storage-options") or _for(args.dst, common)
+    src_options = storage_options(args.src_storage_options, "--source-storage-options") or _for(args.src, common)
+    dst_options = storage_options(args.dst_storage_options, "--destination-storage-options") or _for(args.dst, common)
     mode: Literal["w", "resume", "w-"] = "w" if args.overwrite else "resume" if args.resume else "w-"
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     with contextlib.ExitStack() as stack:
@@ -113,8 +113,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("src", help="source URL or path")
     p.add_argument("dst", help="destination URL or path")
-    p.add_argument("--path", default="", help="node to copy inside SRC (default: the root)")
-    p.add_argument("--dst-path", default="", help="where it goes inside DST (default: the root)")
+    p.add_argument("--source-path", "--path", dest="path", default="",
+                   help="node to copy inside SRC (default: the root)")  # fmt: skip
+    p.add_argument("--destination-path", "--dst-path", dest="dst_path", default="",
+                   help="where it goes inside DST (default: the root)")  # fmt: skip
     what = p.add_argument_group("what changes")
     what.add_argument("--zarr-format", type=int, choices=(2, 3), default=None, help="target Zarr format (default: keep)")
     what.add_argument("--chunks", default="keep", metavar="DIM=N,...|auto",
@@ -149,6 +151,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     how.add_argument("--json", action="store_true", help="print the report as JSON")
     stores = p.add_argument_group("storage")
     stores.add_argument("--storage-options", default=None, metavar="JSON", help="fsspec options for SRC and DST")
-    stores.add_argument("--src-storage-options", default=None, metavar="JSON", help="fsspec options for SRC")
-    stores.add_argument("--dst-storage-options", default=None, metavar="JSON", help="fsspec options for DST (and --temp)")
+    stores.add_argument("--source-storage-options", "--src-storage-options", dest="src_storage_options", default=None,
+                        metavar="JSON", help="fsspec options for SRC")  # fmt: skip
+    stores.add_argument("--destination-storage-options", "--dst-storage-options", dest="dst_storage_options",
+                        default=None, metavar="JSON", help="fsspec options for DST (and --temp)")  # fmt: skip
     p.set_defaults(func=_cmd_convert)

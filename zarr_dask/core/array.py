@@ -191,9 +191,9 @@ class Array(SelectionMixin):
         node = nodes.read_node(s, path, zarr_format)
         if not nodes.is_array(node):
             what = "a group" if node is not None else "nothing"
+            hint = nodes.not_found_hint(s, path, zarr_format) if node is None else ""
             raise ArrayNotFoundError(
-                f"no array found here (found {what}); check the URL and path"
-                + (f" and zarr_format={zarr_format}" if zarr_format else ""),
+                f"no array found here (found {what}){hint or '; check the URL and path'}",
                 store=s.url,
                 path=path,
             )

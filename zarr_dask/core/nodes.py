@@ -158,6 +158,20 @@ def read_node(store: Store, path: str, zarr_format: ZarrFormat | None = None) ->
     return node
 
 
+def not_found_hint(store: Store, path: str, zarr_format: ZarrFormat | None) -> str:
+    """Why no node was found at ``path``, for the error (costs requests: only on that error path).
+
+    A node of the other Zarr format there, or a store root that cannot exist (a missing bucket), else ""."""
+    if zarr_format is not None:
+        other: ZarrFormat = 2 if zarr_format == 3 else 3
+        node = parse_node(store.get_many(candidate_keys(path, other)), path, store)
+        if node is not None:
+            kind = "array" if is_array(node) else "group"
+            return f"; there is a Zarr v{other} {kind} there: pass zarr_format={other}, or leave it out to detect it"
+    problem = store.root_problem()
+    return f"; {problem}" if problem else ""
+
+
 def read_consolidated_v2(store: Store, path: str, data: bytes) -> ConsolidatedMetadata:
     try:
         return parse_consolidated_v2(zjson.loads_object(data, ".zmetadata"))

@@ -141,6 +141,11 @@ class Store(ABC):
         their own thread lock."""
         return nullcontext()
 
+    def root_problem(self) -> str | None:
+        """Why nothing can be stored under this store's root, if the store can tell (a bucket that does not
+        exist, say), else None. Asked only to explain a node not found, so it may cost a request."""
+        return None
+
     def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
         """The local file paths of ``keys``, for readers that open files themselves (the native reader,
         :mod:`zarr_dask.native`), or None for stores without local files (the default).

@@ -445,6 +445,21 @@ class FsspecStore(Store):
         """A path returned by the filesystem, spelled as our paths (without protocol)."""
         return name if name.startswith(self._base) else str(self.fs._strip_protocol(name))
 
+    def root_problem(self) -> str | None:
+        """A bucket or container that does not exist (object stores), else None."""
+        if _protocol(self.fs) not in _BUCKETED or not self.path:
+            return None
+        bucket = self.path.split("/", 1)[0]
+        try:
+            if self.fs.exists(bucket):
+                return None
+        except Exception:  # noqa: BLE001 - only to explain a missing node: no answer is no hint
+            return None
+        return (
+            f"the bucket {bucket!r} does not exist, or these credentials cannot see it: create it, or fix the URL "
+            "or the storage_options (endpoint, credentials)"
+        )
+
     # ---------------------------------------------------------------------------------- configuration
     def with_read_only(self, read_only: bool = True) -> FsspecStore:
         """The same filesystem and root with ``read_only`` set (the filesystem object is shared)."""
@@ -624,6 +639,10 @@ def _whole_value_kwargs(fs: AbstractFileSystem) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {}
     return {"max_concurrency": 1} if "max_concurrency" in parameters else {}
+
+
+#: Protocols whose first path element is a bucket (or container) that must exist before anything is stored.
+_BUCKETED = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"})
 
 
 def _protocol(fs: AbstractFileSystem) -> str:

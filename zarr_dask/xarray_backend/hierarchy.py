@@ -344,10 +344,11 @@ class _Walk:
 
 
 # ------------------------------------------------------------------------------------------ public
-def _missing(store: Store, path: str) -> NodeNotFoundError:
+def _missing(store: Store, path: str, zarr_format: ZarrFormat | None) -> NodeNotFoundError:
+    hint = nodes.not_found_hint(store, path, zarr_format)
     return GroupNotFoundError(
         f"No such file or directory: {store.url + ('/' + path if path else '')!r} (no Zarr group or "
-        "consolidated metadata found there); check the URL, the group and zarr_format",
+        f"consolidated metadata found there){hint or '; check the URL and the group'}",
         store=store.url,
         path=path,
     )
@@ -499,4 +500,4 @@ def _implicit_root(
                 warn(CONSOLIDATED_FALLBACK_WARNING, RuntimeWarning)
             group = nodes.ImplicitGroup(zarr_format=fmt, attributes={})
             return Hierarchy(store=store, path=path, zarr_format=fmt, group=group, nodes=walk.nodes, skipped=walk.skipped)
-    raise _missing(store, path)
+    raise _missing(store, path, zarr_format)

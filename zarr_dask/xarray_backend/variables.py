@@ -132,8 +132,8 @@ def zarr_encoding(var: Any, name: Any, *, explicit: bool, zarr_format: ZarrForma
         raise ValueError(f"unexpected encoding parameters for zarr backend:  {invalid!r}." + msg)
     for k in invalid:
         del enc[k]
-    if isinstance(enc.get("chunks"), tuple | list) and not enc["chunks"]:
-        del enc["chunks"]  # chunks=(): none given, as xarray reads it (the dask blocks, or automatic chunks)
+    if isinstance(enc.get("chunks"), tuple | list | dict) and not enc["chunks"]:
+        del enc["chunks"]  # chunks=() or {}: none given, as xarray reads it (the dask blocks, or automatic chunks)
     if not explicit:
         _drop_stale(name, enc, tuple(var.shape), zarr_format)
     if isinstance(enc.get("shards"), int | np.integer):

@@ -10,6 +10,7 @@ after someone else's append starts from the right shape).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from zarr_dask.errors import (
     GroupNotFoundError,
     InvalidPathError,
     MetadataError,
+    VariableNotFoundError,
     ZarrDaskError,
 )
 from zarr_dask.graph.target import grown_metadata
@@ -299,6 +301,19 @@ def _check_variable_name(name: str, fmt: ZarrFormat, store: Store, path: str) ->
         ) from None
 
 
+def _check_encoding_names(names: set[str], variables: Mapping[str, Any], url: str, path: str) -> None:
+    """Every variable ``encoding`` names is one of the dataset's (else a KeyError, as xarray's, that says so)."""
+    if unknown := sorted(names - set(variables)):
+        close = [m for n in unknown for m in difflib.get_close_matches(n, list(variables), n=1)]
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise VariableNotFoundError(
+            f"encoding names variable(s) {', '.join(map(repr, unknown))} that the dataset does not have (it has "
+            f"{', '.join(map(repr, sorted(variables)))}){hint} Fix the encoding's keys",
+            store=url,
+            path=path,
+        )
+
+
 def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> GroupPlan:
     """Validate a Dataset write into the group at ``path`` and work out every document and data write."""
     from xarray import conventions
@@ -315,6 +330,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     encoded, attrs = conventions.encode_dataset_coordinates(ds)
     variables = {_stored_name(k): v for k, v in encoded.items()}
     explicit = {_stored_name(k) for k in opts.encoding}
+    _check_encoding_names(explicit, variables, state.store.url, path)
     for k, enc in opts.encoding.items():
         variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
         variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
