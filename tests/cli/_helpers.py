@@ -53,8 +53,9 @@ def make_hierarchy(
     out = {"time": np.arange(nt, dtype="i8"), "lat": np.linspace(-60, 60, ny), "lon": np.linspace(0, 342, nx)}
     units = {"time": "hours since 2000-01-01", "lat": "degrees_north", "lon": "degrees_east"}
     for name, values in out.items():
+        fill = -1 if values.dtype.kind == "i" else np.nan  # a value no coordinate holds (v2: xarray masks it)
         a = root.create_array(name, shape=values.shape, dtype=values.dtype, chunks=(10,), dimension_names=[name],
-                              attributes={"units": units[name]})  # fmt: skip
+                              fill_value=fill, attributes={"units": units[name]})  # fmt: skip
         a[:] = values
     dims = ["time", "lat", "lon"]
     extra = {"shards": (12, 12, 20)} if sharded and zarr_format == 3 else {}

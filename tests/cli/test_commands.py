@@ -82,6 +82,21 @@ def test_validate_clean_hierarchy(hierarchy: tuple[str, int, dict[str, Any]]) ->
     assert out.startswith("OK: 8 node(s), 5 array(s); decoded") and "0 error(s)" in out
 
 
+def test_validate_warns_of_a_fill_value_that_masks_coordinates(tmp_path: Path) -> None:
+    """v2 coordinates written with the default fill_value 0.0 read back with NaN at 0 in xarray: a warning."""
+    import xarray as xr
+
+    url = str(tmp_path / "v2.zarr")
+    root = zarr_dask.create_group(url, zarr_format=2)
+    root.create_array("lat", shape=(3,), dtype="f8", dimension_names=["lat"])[:] = np.arange(3.0)
+    root.create_array("lon", shape=(3,), dtype="f8", fill_value=np.nan, dimension_names=["lon"])[:] = np.arange(3.0)
+    assert np.isnan(xr.open_dataset(url, engine="zarr_dask", consolidated=False).lat.values[0])  # the trap itself
+    proc = run("validate", url)
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("WARNING /lat: its fill_value 0.0 equals 1 of its values") for line in lines), lines
+    assert not any("/lon" in line for line in lines) and "0 error(s), 1 warning(s)" in lines[-1]
+
+
 def test_validate_finds_problems(tmp_path: Path) -> None:
     url = str(tmp_path / "bad.zarr")
     make_hierarchy(url, 3, sharded=True)

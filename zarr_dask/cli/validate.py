@@ -7,7 +7,8 @@ Checks, from one listing of the store and one batched read of every metadata doc
   groups) are reported as warnings (zarr-python does not show them);
 * keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
 * index coordinates (1-D arrays named like their dimension) are monotonic: an out-of-order one (e.g. after
-  appends from independent writers that landed out of turn) is a warning (label selections on it fail);
+  appends from independent writers that landed out of turn) is a warning (label selections on it fail), and
+  so is a v2 index coordinate that holds its own fill value (xarray reads those values as missing);
 * consolidated metadata matches the nodes' own documents: every stale, missing or extra entry is an error
   (readers that use consolidated metadata see the wrong shape or miss nodes; ``zarr-dask consolidate``
   rebuilds it);
@@ -28,6 +29,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
@@ -168,6 +171,25 @@ def _check_index_coordinates(opened: Mapping[str, Any], root: str, out: list[Fin
             out.append(Finding(_rel(path, root), "warning", f"the index coordinate of dimension {dim!r} is not "
                                "monotonic: label selections (sel, slices) on it do not work as expected; sort the "
                                "dataset (ds.sortby) and rewrite it"))  # fmt: skip
+        if (masked := _masked_by_fill_value(array, values)) is not None:
+            out.append(Finding(_rel(path, root), "warning", masked))
+
+
+def _masked_by_fill_value(array: Any, values: Any) -> str | None:
+    """Why xarray reads some real values of a v2 index coordinate as missing: its ``fill_value`` (which
+    xarray takes as ``_FillValue`` for v2 arrays) equals values it holds, else None."""
+    fill = array.metadata.fill_value
+    if array.metadata.zarr_format != 2 or fill is None or values.dtype.kind not in "iufc":
+        return None
+    try:
+        hits = int(np.count_nonzero(values == fill))
+    except (TypeError, ValueError):
+        return None
+    if not hits:
+        return None
+    return (f"its fill_value {np.asarray(fill).item()!r} equals {hits} of its values, and xarray reads a Zarr v2 fill_value as "
+            "_FillValue: those coordinate values read back as missing (NaN); rewrite the coordinate with a fill "
+            "value it never holds (e.g. NaN for floats), or open with mask_and_scale=False")  # fmt: skip
 
 
 def _check_consolidated(url: str, root: str, found: Mapping[str, Any], docs: Mapping[str, bytes],
