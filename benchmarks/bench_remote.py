@@ -14,7 +14,7 @@ Workloads:
   the most in flight at once).
 * ``read http shards``: the same data in 16 MiB shards of 1 MiB inner chunks; dask chunks = the shard.
 * ``write latency chunks`` / ``write latency shards``: a dask array (from numpy, blocks = the storage chunk or
-  shard) written to the latency filesystem (``latency::memory://``, :mod:`zarr_dask.store.latency`).
+  shard) written to the latency filesystem (``latency::memory://``, :mod:`zarr_dask.testing.latency`).
 * ``write s3 chunks`` / ``write s3 shards``: the same written to a moto S3 server (its own process; its
   conditional put/delete made atomic as in tests/conftest.py) that adds the latency to every request.
 
@@ -80,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import Table, make_moto_writes_atomic, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
-from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
+from zarr_dask.testing.latency import LatencyFileSystem  # noqa: E402
 
 MIB = float(os.environ.get("ZD_BENCH_MIB", "256"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "3"))

@@ -2,7 +2,7 @@
 strided ``isel`` + compute vs tensorstore and a bare floor loop.
 
 Open (issue 5): ``xr.open_dataset(url, chunks={})`` (and ``chunks=None``) of a 60-variable dataset (60 data variables ``(time, y, x)`` + 3 coordinates, Zarr v3) behind an
-fsspec filesystem that adds 20 ms to every request (``zarr_dask.store.latency``, a memory filesystem inside),
+fsspec filesystem that adds 20 ms to every request (``zarr_dask.testing.latency``, a memory filesystem inside),
 not consolidated (``consolidated=False``) and consolidated. Wall time and requests per open (counted at the
 filesystem: each ``cat``/range/``ls``/``info`` is one). The bare reader does the minimum with fsspec's
 concurrent batches: root document || listing, then every member document, then the coordinate chunks
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import REPEAT, Table, race, scratch, smooth_field  # noqa: E402
 
 import zarr_dask  # noqa: E402
-from zarr_dask.store.latency import LatencyFileSystem  # noqa: E402
+from zarr_dask.testing.latency import LatencyFileSystem  # noqa: E402
 
 LATENCY = float(os.environ.get("ZD_BENCH_LATENCY", "0.02"))
 ONLY = os.environ.get("ZD_BENCH_ONLY", "")

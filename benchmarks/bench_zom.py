@@ -1,6 +1,6 @@
 """Whole-hierarchy metadata I/O on a store with 20 ms per request (issue 6, ZEP 6 object model).
 
-Workloads, on fsspec's memory filesystem behind :mod:`zarr_dask.store.latency` (every request waits
+Workloads, on fsspec's memory filesystem behind :mod:`zarr_dask.testing.latency` (every request waits
 ZD_BENCH_LATENCY seconds, default 0.02; batched requests overlap as on S3):
 
 * create a 1,001-node hierarchy (40 groups x 24 arrays, v3): ``GroupSpec.to_store`` vs zarr-python's
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import Table, race  # noqa: E402
 
 import zarr_dask  # noqa: E402
-from zarr_dask.store.latency import LatencyFileSystem, latency_store  # noqa: E402
+from zarr_dask.testing.latency import LatencyFileSystem, latency_store  # noqa: E402
 from zarr_dask.zom import ArraySpec, GroupSpec  # noqa: E402
 
 LATENCY = float(os.environ.get("ZD_BENCH_LATENCY", "0.02"))

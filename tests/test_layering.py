@@ -26,7 +26,7 @@ FORBIDDEN_INTERNAL = {
 # third-party module -> the only zarr_dask packages allowed to import it
 ALLOWED_THIRD_PARTY = {
     "numcodecs": {"codecs"},
-    "fsspec": {"store"},
+    "fsspec": {"store", "testing"},
     "xarray": {"xarray_backend", "demo"},
     "dask": {"graph", "xarray_backend", "zom", "_convert", "demo"},
     "distributed": {"graph", "xarray_backend", "cli"},
@@ -62,6 +62,17 @@ def test_dependency_direction(path: Path) -> None:
         allowed = ALLOWED_THIRD_PARTY.get(parts[0])
         if allowed is not None:
             assert package in allowed, f"{path.relative_to(PKG)} imports {module}; only {sorted(allowed)} may"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_runtime_modules_never_import_the_testing_package(path: Path) -> None:
+    """``zarr_dask.testing`` (test filesystems...) is for tests and benchmarks: no runtime module imports it,
+    not even inside a function (fsspec finds the ``latency`` protocol through its entry point)."""
+    if _package_of(path) == "testing":
+        return
+    for module in _imports(path):
+        assert not module.startswith("zarr_dask.testing"), f"{path.relative_to(PKG)} imports {module}"
+    assert "zarr_dask.testing" not in path.read_text(), f"{path.relative_to(PKG)} names zarr_dask.testing"
 
 
 GATEWAY = PKG / "graph" / "gateway.py"

@@ -58,7 +58,7 @@ def test_resume_after_killed_run(tmp_path: Path) -> None:
     args = ["convert", f"latency::{src.as_uri()}", str(dst), "--zarr-format", "3", "--chunks", "t=40,y=3,x=3",
             "--max-memory", "64KiB", "--threads", "1", "--src-storage-options", json.dumps({"latency": {"seconds": 0.05}})]  # fmt: skip
     # the latency filesystem registers itself on import: the command runs with it (50 ms per source request)
-    code = "import zarr_dask.store.latency, sys; from zarr_dask.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import zarr_dask.testing.latency, sys; from zarr_dask.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     staging = dst / "__zarr_dask_staging__"

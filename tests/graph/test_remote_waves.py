@@ -20,7 +20,7 @@ import zarr_dask
 from zarr_dask.errors import StoreError
 from zarr_dask.graph import layers
 from zarr_dask.store import open_store, requests, uploads
-from zarr_dask.store.latency import LatencyFileSystem
+from zarr_dask.testing.latency import LatencyFileSystem
 
 DELAY = 0.02
 

@@ -108,7 +108,7 @@ def test_unconsolidated_walk_is_one_listing_per_group_and_one_read_per_level():
 
 
 def test_listings_of_one_level_run_concurrently(memory_url):
-    from zarr_dask.store.latency import latency_store
+    from zarr_dask.testing.latency import latency_store
 
     store = latency_store(memory_url, seconds=0.05)
     wide_tree(12, 1).to_store(store)

@@ -10,7 +10,7 @@ import pytest
 
 from zarr_dask.errors import StoreError
 from zarr_dask.store import open_store
-from zarr_dask.store.latency import LatencyFileSystem, latency_store
+from zarr_dask.testing.latency import LatencyFileSystem, latency_store
 
 DELAY = 0.05
 

@@ -200,7 +200,7 @@ def test_implicit_groups_are_written_as_groups():
 
 
 def test_thousand_nodes_on_a_latency_store_one_write_per_document(memory_url):
-    from zarr_dask.store.latency import latency_store
+    from zarr_dask.testing.latency import latency_store
 
     store = latency_store(memory_url, seconds=0.005)
     spec = wide_tree(40, 24)  # 1 + 40 * 25 = 1001 nodes

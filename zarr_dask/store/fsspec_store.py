@@ -109,8 +109,6 @@ class FsspecStore(Store):
             If fsspec cannot make a filesystem for the URL (unknown protocol, missing package...).
         """
         options = dict(storage_options or {})
-        if "latency" in url.split("://", 1)[0].split("::"):  # our own protocol: registered on import
-            import zarr_dask.store.latency  # noqa: F401
         try:
             fs, path = fsspec.url_to_fs(url, **_with_connection_pool(url, options))
         except (ImportError, ValueError, TypeError, OSError) as exc:

@@ -9,7 +9,7 @@ Like an object store it keeps no empty directories: removing the last key below 
 
 Use it through a URL once this module is imported (importing it registers the ``latency`` protocol)::
 
-    import zarr_dask.store.latency  # registers "latency"
+    import zarr_dask.testing.latency  # registers "latency"
     store = open_store("latency::memory://data", storage_options={"latency": {"seconds": 0.02}})
 
 or with :func:`latency_store`, which does both.  Options of the inner filesystem go under its protocol
