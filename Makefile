@@ -10,7 +10,7 @@ DASK_ARRAY_VENV ?= .venv-dask-array
 MIN_VENV ?= .venv-min
 PYTEST_ARGS ?=
 
-.PHONY: demo docs test test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-slow lint typecheck bench clean
+.PHONY: help demo docs test test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-slow lint typecheck bench clean
 
 # setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
 $(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
@@ -39,6 +39,10 @@ $(MIN_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c ci/requireme
 	$(MIN_VENV)/bin/python -m pip install -q --upgrade pip
 	$(MIN_VENV)/bin/python -m pip install -q -r ci/requirements-min.txt -e .
 	@touch $@
+
+# The targets, what each runs and how long it takes: the table of docs/developing.md.
+help:
+	@python3 ci/make-help
 
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
@@ -127,6 +131,9 @@ docs: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check zarr_dask tests benchmarks
+	$(PY) -m mypy
+
+typecheck: $(VENV)/.installed
 	$(PY) -m mypy
 
 # Benchmarks run against the newest zarr-python (the oracle venv); BENCH="bench_dask bench_sharding" picks some.

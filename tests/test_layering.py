@@ -20,6 +20,9 @@ FORBIDDEN_INTERNAL = {
     "codecs": {"store", "core", "graph", "zom", "xarray_backend", "cli"},
     "store": {"spec", "codecs", "core", "graph", "zom", "xarray_backend", "cli"},
     "core": {"graph", "zom", "xarray_backend", "cli"},
+    "graph": {"zom", "xarray_backend", "cli", "_convert", "demo"},
+    "zom": {"graph", "xarray_backend", "cli", "_convert", "demo"},
+    "xarray_backend": {"zom", "cli", "_convert", "demo"},
     "_convert": {"cli", "demo"},
     "native": {"spec", "store", "core", "graph", "zom", "xarray_backend", "cli", "_convert", "demo"},
 }
@@ -101,3 +104,36 @@ def test_import_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"import zarr_dask imported {out}"
+
+
+ARCHITECTURE = PKG.parent / "docs" / "design" / "architecture.md"
+_BASE = {"errors", "config", "logging"}
+
+
+def _architecture_table() -> dict[str, set[str]]:
+    """``package -> packages it may import`` from the table of docs/design/architecture.md."""
+    text = ARCHITECTURE.read_text()
+    table = text[text.index("<!-- layers: package | may import -->") : text.index("<!-- /layers -->")]
+    rows: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[1].split(",") if c.strip()}
+    return rows
+
+
+def test_architecture_page_matches_the_imports() -> None:
+    """The layer table of the architecture page is what the code does, and agrees with FORBIDDEN_INTERNAL."""
+    rows = _architecture_table()
+    packages = {_package_of(p) for p in FILES} - {"__init__"} - _BASE
+    assert set(rows) == packages, f"packages missing from / unknown to the table: {set(rows) ^ packages}"
+    for path in FILES:
+        package = _package_of(path)
+        if package not in rows:
+            continue
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "zarr_dask" and len(parts) > 1 and parts[1] not in _BASE | {package}:
+                assert parts[1] in rows[package], f"{path.relative_to(PKG)} imports {module}: not in the page's table"
+    for package, forbidden in FORBIDDEN_INTERNAL.items():
+        assert not (rows.get(package, set()) & forbidden), f"the page lets {package} import {rows[package] & forbidden}"

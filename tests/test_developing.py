@@ -1,0 +1,28 @@
+"""docs/developing.md and `make help` describe every make target, with what it takes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _phony() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith(".PHONY:"))
+    return set(line.split(":", 1)[1].split())
+
+
+def _rules() -> set[str]:
+    return set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
+
+
+def test_every_target_has_a_rule_and_a_row() -> None:
+    phony = _phony()
+    assert phony <= _rules(), f"declared without a rule: {phony - _rules()}"
+    out = subprocess.run([sys.executable, str(ROOT / "ci" / "make-help")], capture_output=True, text=True, check=True).stdout
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")}
+    assert listed == phony, f"make help and .PHONY differ: {listed ^ phony}"
