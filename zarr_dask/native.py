@@ -30,7 +30,8 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from zarr_dask import config
-from zarr_dask.codecs.numcodecs_bridge import encoded_sample, extension_path
+from zarr_dask.codecs.bounded import extension_path
+from zarr_dask.codecs.numcodecs_bridge import encoded_sample
 
 __all__ = ["CODECS", "available", "codec_id", "decode_chunks", "read_chunks", "status"]
 

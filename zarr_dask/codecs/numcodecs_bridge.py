@@ -5,17 +5,14 @@ is never called: ids are looked up in :data:`ALLOWLIST`, which names the class t
 Python objects of attacker-chosen shape or run code on decode are marked ``unsafe``.
 
 Decoding is bounded: every bytes->bytes decode is told the exact expected size when the chain makes it
-known, and the decompressors below check container headers (Blosc ``nbytes``, zstd frame content size,
-LZ4 size prefix) or stream with a ``max_length`` before allocating.
+known, and the decompressors of :mod:`zarr_dask.codecs.bounded` check container headers (Blosc ``nbytes``,
+zstd frame content size, LZ4 size prefix) or stream with a ``max_length`` before allocating.
 """
 
 from __future__ import annotations
 
-import bz2
 import importlib
-import lzma
 import math
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Self
@@ -30,11 +27,11 @@ from zarr_dask.codecs.base import (
     BytesBytesCodec,
     ChunkSpec,
     Codec,
-    as_byte_view,
     derived_spec,
     nbytes_of,
     wrong_size,
 )
+from zarr_dask.codecs.bounded import INTO, STREAM, decompress_function, zstd_content_size
 from zarr_dask.errors import (
     ChunkDecodeError,
     ChunkEncodeError,
@@ -173,89 +170,6 @@ def numcodecs_config(obj: Any) -> dict[str, Any]:
     return dict(config)
 
 
-# ------------------------------------------------------------------------------------- bounded decoding
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def _fcs_layout(fhd: int) -> tuple[int, int]:
-    single = (fhd >> 5) & 1
-    offset = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
-    size = (1 if single else 0, 2, 4, 8)[fhd >> 6]
-    return offset, size
-
-
-_FCS = tuple(_fcs_layout(b) for b in range(256))
-
-
-def _head(data: BufferLike, n: int) -> bytes:
-    if isinstance(data, bytes):
-        return data[:n]
-    return as_byte_view(data)[:n].tobytes()
-
-
-def zstd_content_size(data: BufferLike) -> int | None:
-    """The frame content size declared by the first zstd frame's header, or None when absent/unknown."""
-    head = _head(data, 18)
-    if len(head) < 6 or head[:4] != _ZSTD_MAGIC:
-        return None
-    offset, size = _FCS[head[4]]
-    if size == 0 or len(head) < offset + size:
-        return None
-    value = int.from_bytes(head[offset : offset + size], "little")
-    return value + 256 if size == 2 else value
-
-
-Decompress = Callable[[BufferLike, np.ndarray[Any, Any]], Any]
-
-
-def _zstd_into(decompress: Decompress, data: BufferLike, out: np.ndarray[Any, Any]) -> None:
-    declared = zstd_content_size(data)
-    if declared is not None and declared != out.nbytes:
-        raise wrong_size("zstd", declared, out.nbytes)
-    decompress(data, out)  # bounded by out (frames without a content size stream into it)
-
-
-def _blosc_into(decompress: Decompress, data: BufferLike, out: np.ndarray[Any, Any]) -> None:
-    head = _head(data, 16)
-    if len(head) < 16:
-        raise ChunkDecodeError(f"codec 'blosc': chunk is {len(head)} bytes, shorter than the 16-byte header")
-    declared = int.from_bytes(head[4:8], "little")
-    if declared != out.nbytes:
-        raise wrong_size("blosc", declared, out.nbytes)
-    cbytes = int.from_bytes(head[12:16], "little")
-    if cbytes > nbytes_of(data):
-        raise ChunkDecodeError(
-            f"codec 'blosc': header says {cbytes} compressed bytes, chunk has {nbytes_of(data)}: truncated"
-        )
-    decompress(data, out)
-
-
-def _lz4_into(decompress: Decompress, data: BufferLike, out: np.ndarray[Any, Any]) -> None:
-    head = _head(data, 4)
-    declared = int.from_bytes(head, "little") if len(head) == 4 else -1
-    if declared != out.nbytes:
-        raise wrong_size("lz4", declared, out.nbytes)
-    decompress(data, out)
-
-
-_INTO: dict[str, Callable[[Decompress, BufferLike, np.ndarray[Any, Any]], None]] = {
-    "zstd": _zstd_into,
-    "blosc": _blosc_into,
-    "lz4": _lz4_into,
-}
-
-
-def extension_path(codec_id: str) -> str | None:
-    """The file of numcodecs' compiled module for ``codec_id`` (``"zstd"`` -> ``numcodecs/zstd.*.so``), for
-    the native reader, which calls the same C functions; None when there is no such module."""
-    try:
-        module = importlib.import_module(f"numcodecs.{codec_id}")
-    except ImportError:
-        return None
-    path = getattr(module, "__file__", None)
-    return path if isinstance(path, str) and not path.endswith(".py") else None
-
-
 def encoded_sample(codec_id: str) -> tuple[bytes, bytes]:
     """A small float64 sample and its encoding by numcodecs' ``codec_id`` (default settings): what the native
     reader decodes once, after binding a codec, to check it decodes exactly what numcodecs does."""
@@ -264,49 +178,6 @@ def encoded_sample(codec_id: str) -> tuple[bytes, bytes]:
     return raw, bytes(codec.encode(raw))
 
 
-def _decompress_function(codec_id: str, codec: Any) -> Decompress:
-    """numcodecs' module-level ``decompress(source, dest)`` (what ``Codec.decode`` calls after a few
-    Python-level buffer conversions that cost more than small chunks take to decompress)."""
-    module = importlib.import_module(type(codec).__module__)
-    fn = getattr(module, "decompress", None)
-    if callable(fn):
-        return fn  # type: ignore[no-any-return]
-    return lambda data, out: codec.decode(data, out=out)
-
-
-def _stream(make: Callable[[], Any], data: BufferLike, expected: int | None, multi: bool, name: str) -> bytes:
-    """Decompress with a bound of ``expected + 1`` bytes (all members when ``multi``)."""
-    parts: list[bytes] = []
-    total = 0
-    buf: bytes | memoryview = data if isinstance(data, bytes) else as_byte_view(data)
-    while True:
-        d = make()
-        room = 0 if expected is None else expected + 1 - total
-        part = d.decompress(buf, room) if room > 0 else d.decompress(buf)
-        total += len(part)
-        parts.append(part)
-        if expected is not None and total > expected:
-            raise ChunkDecodeError(
-                f"codec {name!r}: chunk decodes to more than the expected {expected} bytes: corrupt"
-            )
-        if not d.eof:
-            raise ChunkDecodeError(f"codec {name!r}: compressed stream ends early: truncated or corrupt")
-        rest: bytes = d.unused_data
-        if not multi or not rest.strip(b"\x00"):
-            return b"".join(parts)
-        buf = rest
-
-
-def _lzma_make(codec: Any) -> Callable[[], Any]:
-    return lambda: lzma.LZMADecompressor(format=codec.format, filters=codec.filters)
-
-
-_STREAM: dict[str, Callable[[Any, BufferLike, int | None], bytes]] = {
-    "gzip": lambda c, d, n: _stream(lambda: zlib.decompressobj(47), d, n, True, "gzip"),
-    "zlib": lambda c, d, n: _stream(lambda: zlib.decompressobj(15), d, n, False, "zlib"),
-    "bz2": lambda c, d, n: _stream(bz2.BZ2Decompressor, d, n, True, "bz2"),
-    "lzma": lambda c, d, n: _stream(_lzma_make(c), d, n, True, "lzma"),
-}
 
 _PLUS4 = frozenset({"crc32", "crc32c", "adler32", "fletcher32"})
 #: Most bytes one encoded byte can decode to, per compressor, with room to spare (measured on 64 MiB of zeros:
@@ -349,9 +220,9 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         self.name = name or str(json["name"])
         self._json = json
         self._codec = make_numcodecs(codec_id, self.config, allow_unsafe=allow_unsafe, where=where)
-        self._into = _INTO.get(codec_id)
-        self._decompress = _decompress_function(codec_id, self._codec) if self._into is not None else None
-        self._stream = _STREAM.get(codec_id)
+        self._into = INTO.get(codec_id)
+        self._decompress = decompress_function(codec_id, self._codec) if self._into is not None else None
+        self._stream = STREAM.get(codec_id)
         self._allow_unsafe, self._where = allow_unsafe, where
         self.decodes_into = self._into is not None
         self.max_ratio = _MAX_RATIO.get(codec_id, UNKNOWN_RATIO)
