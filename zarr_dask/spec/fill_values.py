@@ -7,129 +7,37 @@ NaN payloads, the sign of zero and NaT survive every round trip.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from zarr_dask.errors import FillValueError
+from zarr_dask.spec.fill_context import (
+    Array,
+    FillContext,
+    b64,
+    b64decode,
+    bits,
+    component,
+    error,
+    family,
+    from_bits,
+    from_bytes,
+    json_bytes,
+    object_scalar,
+    sized,
+    sub,
+)
 
 __all__ = ["FillContext", "cast_fill_value", "default_fill_value", "fill_value_to_json", "parse_fill_value"]
 
-Array = np.ndarray[Any, Any]
 
 #: Bit patterns of the canonical quiet NaN (sign 0, mantissa MSB 1, rest 0) by float width in bytes.
 CANONICAL_NAN_BITS: dict[int, int] = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
 _NAT = -(2**63)
 _INF_JSON = {"Infinity": np.inf, "-Infinity": -np.inf}
-
-
-@dataclass(frozen=True, kw_only=True)
-class FillContext:
-    """What the fill-value functions need to know about a data type.
-
-    Attributes
-    ----------
-    dtype
-        The in-memory dtype (``object`` for variable-length types).
-    zarr_format
-        2 or 3: selects the JSON encoding.
-    vlen
-        ``"str"`` / ``"bytes"`` for variable-length types, else None.
-    raw_as_list
-        v3 core ``r<N>``: write raw bytes as a list of ints (the spec form) instead of base64.
-    label
-        How error messages name the data type (``"float32"``, ``"<f4"``...).
-    """
-
-    dtype: np.dtype[Any]
-    zarr_format: Literal[2, 3]
-    vlen: Literal["str", "bytes"] | None = None
-    raw_as_list: bool = False
-    label: str = ""
-
-
-def _family(ctx: FillContext) -> str:
-    if ctx.vlen is not None:
-        return "vlen_" + ctx.vlen
-    kind = ctx.dtype.kind
-    if kind == "V":
-        return "struct" if ctx.dtype.names is not None else "raw"
-    return {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "M": "time", "m": "time",
-            "S": "bytes", "U": "str"}[kind]
-
-
-def _error(ctx: FillContext, value: Any, expected: str) -> FillValueError:
-    label = ctx.label or str(ctx.dtype)
-    return FillValueError(f"fill_value {value!r} is not valid for data type {label}: expected {expected}")
-
-
-def _sub(ctx: FillContext, dtype: np.dtype[Any]) -> FillContext:
-    return FillContext(dtype=dtype, zarr_format=ctx.zarr_format, label=ctx.label or str(ctx.dtype))
-
-
-# --- raw helpers -------------------------------------------------------------------------------------
-
-
-def _byteorder(dtype: np.dtype[Any]) -> Literal["little", "big"]:
-    if dtype.byteorder == ">":
-        return "big"
-    if dtype.byteorder == "<":
-        return "little"
-    return "big" if sys.byteorder == "big" else "little"
-
-
-def _from_bytes(dtype: np.dtype[Any], raw: bytes) -> Array:
-    return np.frombuffer(raw, dtype=dtype).reshape(()).copy()
-
-
-def _from_bits(dtype: np.dtype[Any], bits: int) -> Array:
-    return _from_bytes(dtype, bits.to_bytes(dtype.itemsize, _byteorder(dtype)))
-
-
-def _bits(arr: Array) -> int:
-    return int.from_bytes(arr.tobytes(), _byteorder(arr.dtype))
-
-
-def _object_scalar(value: Any) -> Array:
-    out = np.empty((), dtype=object)
-    out[()] = value
-    return out
-
-
-def _component(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The float dtype of one component of a complex dtype (same byte order)."""
-    return np.dtype(f"{dtype.str[0]}f{dtype.itemsize // 2}")
-
-
-def _b64decode(ctx: FillContext, obj: str) -> bytes:
-    try:
-        return base64.b64decode(obj.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError) as err:
-        raise _error(ctx, obj, "a standard base64 string") from err
-
-
-def _json_bytes(ctx: FillContext, obj: Any) -> bytes:
-    """Bytes from JSON: base64 string (v2, v3) or a list of ints 0-255 (v3)."""
-    if isinstance(obj, str):
-        return _b64decode(ctx, obj)
-    ints_ok = isinstance(obj, list) and all(type(b) is int and 0 <= b <= 255 for b in obj)
-    if ctx.zarr_format == 3 and ints_ok:
-        return bytes(obj)
-    raise _error(ctx, obj, "a base64 string" + (" or a list of byte values 0-255" if ctx.zarr_format == 3 else ""))
-
-
-def _sized(ctx: FillContext, value: Any, raw: bytes, *, exact: bool) -> bytes:
-    size = ctx.dtype.itemsize
-    if len(raw) > size or (exact and len(raw) != size):
-        what = f"exactly {size} bytes" if exact else f"at most {size} bytes"
-        raise _error(ctx, value, f"{what}, got {len(raw)}")
-    return raw
 
 
 # --- bool / int --------------------------------------------------------------------------------------
@@ -138,7 +46,7 @@ def _sized(ctx: FillContext, value: Any, raw: bytes, *, exact: bool) -> bytes:
 def _parse_bool(ctx: FillContext, obj: Any) -> Array:
     if isinstance(obj, bool) or (type(obj) is int and obj in (0, 1)):
         return np.array(bool(obj), dtype=ctx.dtype)
-    raise _error(ctx, obj, "true or false")
+    raise error(ctx, obj, "true or false")
 
 
 def _bool_to_json(ctx: FillContext, arr: Array) -> Any:
@@ -148,31 +56,31 @@ def _bool_to_json(ctx: FillContext, arr: Array) -> Any:
 def _cast_bool(ctx: FillContext, value: Any) -> Array:
     if isinstance(value, bool | np.bool_) or (isinstance(value, int | np.integer) and int(value) in (0, 1)):
         return np.array(bool(value), dtype=ctx.dtype)
-    raise _error(ctx, value, "a bool")
+    raise error(ctx, value, "a bool")
 
 
 def _check_int(ctx: FillContext, value: Any, number: int) -> Array:
     info = np.iinfo(ctx.dtype)
     if not info.min <= number <= info.max:
-        raise _error(ctx, value, f"an integer in [{info.min}, {info.max}]")
+        raise error(ctx, value, f"an integer in [{info.min}, {info.max}]")
     return np.array(number, dtype=ctx.dtype)
 
 
 def _as_int(ctx: FillContext, value: Any) -> int:
     if isinstance(value, bool | np.bool_):
-        raise _error(ctx, value, "an integer, not a bool")
+        raise error(ctx, value, "an integer, not a bool")
     if isinstance(value, float | np.floating):
         if not float(value).is_integer():
-            raise _error(ctx, value, "an integer (a float must have no fractional part)")
+            raise error(ctx, value, "an integer (a float must have no fractional part)")
         return int(value)
     if isinstance(value, str):
         try:
             return int(value.strip())
         except ValueError as err:
-            raise _error(ctx, value, "an integer") from err
+            raise error(ctx, value, "an integer") from err
     if isinstance(value, int | np.integer):
         return int(value)
-    raise _error(ctx, value, "an integer")
+    raise error(ctx, value, "an integer")
 
 
 def _parse_int(ctx: FillContext, obj: Any) -> Array:
@@ -193,14 +101,14 @@ def _cast_int(ctx: FillContext, value: Any) -> Array:
 def _float_from_hex(ctx: FillContext, dtype: np.dtype[Any], obj: str) -> Array:
     digits = obj[2:]
     try:
-        bits = int(digits, 16)
+        pattern = int(digits, 16)
     except ValueError as err:
-        raise _error(ctx, obj, "a hex float such as '0x7fc00000'") from err
+        raise error(ctx, obj, "a hex float such as '0x7fc00000'") from err
     if len(digits) == 2 * dtype.itemsize:
-        return _from_bits(dtype, bits)
+        return from_bits(dtype, pattern)
     if len(digits) not in (4, 8, 16):
-        raise _error(ctx, obj, f"'0x' followed by {2 * dtype.itemsize} hex digits")
-    other = _from_bits(np.dtype(f">f{len(digits) // 2}"), bits)
+        raise error(ctx, obj, f"'0x' followed by {2 * dtype.itemsize} hex digits")
+    other = from_bits(np.dtype(f">f{len(digits) // 2}"), pattern)
     with np.errstate(over="ignore"):
         return other.astype(dtype)
 
@@ -209,7 +117,7 @@ def _float_from_number(ctx: FillContext, dtype: np.dtype[Any], obj: Any) -> Arra
     try:
         number = float(obj)
     except (OverflowError, ValueError) as err:
-        raise _error(ctx, obj, "a number representable as a float") from err
+        raise error(ctx, obj, "a number representable as a float") from err
     with np.errstate(over="ignore"):
         return np.array(number, dtype=dtype)
 
@@ -219,21 +127,21 @@ def _parse_float_in(ctx: FillContext, dtype: np.dtype[Any], obj: Any) -> Array:
         return _float_from_number(ctx, dtype, obj)
     if isinstance(obj, str):
         if obj == "NaN":
-            return _from_bits(dtype, CANONICAL_NAN_BITS[dtype.itemsize])
+            return from_bits(dtype, CANONICAL_NAN_BITS[dtype.itemsize])
         if obj in _INF_JSON:
             return np.array(_INF_JSON[obj], dtype=dtype)
         if obj[:2].lower() == "0x":
             return _float_from_hex(ctx, dtype, obj)
         return _float_from_number(ctx, dtype, obj)  # lenient, as zarr-python: "1.5", "nan", "inf"
-    raise _error(ctx, obj, 'a number, "NaN", "Infinity", "-Infinity" or (v3) a hex string "0x..."')
+    raise error(ctx, obj, 'a number, "NaN", "Infinity", "-Infinity" or (v3) a hex string "0x..."')
 
 
 def _float_json(ctx: FillContext, arr: Array) -> Any:
     value = float(arr[()])
     if np.isnan(value):
-        if ctx.zarr_format == 2 or _bits(arr) == CANONICAL_NAN_BITS[arr.dtype.itemsize]:
+        if ctx.zarr_format == 2 or bits(arr) == CANONICAL_NAN_BITS[arr.dtype.itemsize]:
             return "NaN"
-        return "0x" + format(_bits(arr), f"0{2 * arr.dtype.itemsize}x")
+        return "0x" + format(bits(arr), f"0{2 * arr.dtype.itemsize}x")
     if np.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     return value
@@ -243,38 +151,38 @@ def _cast_float_in(ctx: FillContext, dtype: np.dtype[Any], value: Any) -> Array:
     if isinstance(value, str):
         return _parse_float_in(ctx, dtype, value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise _error(ctx, value, "a real number")
+        raise error(ctx, value, "a real number")
     try:
         with np.errstate(over="ignore"):
             source = np.asarray(value) if isinstance(value, np.generic) else np.array(float(value))
             out = source.astype(dtype)
     except OverflowError as err:
-        raise _error(ctx, value, "a number within the float64 range") from err
+        raise error(ctx, value, "a number within the float64 range") from err
     if np.isinf(out) and not np.isinf(source):
-        raise _error(ctx, value, f"a number within the range of {dtype} (it would overflow to infinity)")
+        raise error(ctx, value, f"a number within the range of {dtype} (it would overflow to infinity)")
     return out
 
 
 def _join_complex(ctx: FillContext, real: Array, imag: Array) -> Array:
-    return _from_bytes(ctx.dtype, real.tobytes() + imag.tobytes())
+    return from_bytes(ctx.dtype, real.tobytes() + imag.tobytes())
 
 
 def _parse_complex(ctx: FillContext, obj: Any) -> Array:
-    comp = _component(ctx.dtype)
+    comp = component(ctx.dtype)
     if isinstance(obj, list | tuple) and len(obj) == 2:
         return _join_complex(ctx, _parse_float_in(ctx, comp, obj[0]), _parse_float_in(ctx, comp, obj[1]))
     if isinstance(obj, int | float) and not isinstance(obj, bool):  # lenient: a real number
         return _join_complex(ctx, _parse_float_in(ctx, comp, obj), np.zeros((), comp))
-    raise _error(ctx, obj, "a [real, imaginary] pair of float encodings")
+    raise error(ctx, obj, "a [real, imaginary] pair of float encodings")
 
 
 def _complex_to_json(ctx: FillContext, arr: Array) -> Any:
-    parts = arr.reshape(1).view(_component(arr.dtype))
+    parts = arr.reshape(1).view(component(arr.dtype))
     return [_float_json(ctx, parts[0:1].reshape(())), _float_json(ctx, parts[1:2].reshape(()))]
 
 
 def _cast_complex(ctx: FillContext, value: Any) -> Array:
-    comp = _component(ctx.dtype)
+    comp = component(ctx.dtype)
     if isinstance(value, Sequence) and not isinstance(value, str | bytes) and len(value) == 2:
         return _join_complex(ctx, _cast_float_in(ctx, comp, value[0]), _cast_float_in(ctx, comp, value[1]))
     if isinstance(value, np.complexfloating):
@@ -299,7 +207,7 @@ def _parse_time(ctx: FillContext, obj: Any) -> Array:
         count = _as_int(ctx, obj)
         if -(2**63) <= count < 2**63:
             return _from_count(ctx, count)
-    raise _error(ctx, obj, 'an integer count of units in the int64 range, or "NaT"')
+    raise error(ctx, obj, 'an integer count of units in the int64 range, or "NaT"')
 
 
 def _time_to_json(ctx: FillContext, arr: Array) -> Any:
@@ -318,13 +226,13 @@ def _cast_time(ctx: FillContext, value: Any) -> Array:
         elif not time_kind and isinstance(value, datetime.timedelta):
             value = np.timedelta64(value)
     except ValueError as err:
-        raise _error(ctx, value, "an ISO 8601 date/time string") from err
+        raise error(ctx, value, "an ISO 8601 date/time string") from err
     expected = np.datetime64 if time_kind else np.timedelta64
     if not isinstance(value, expected):
-        raise _error(ctx, value, f"an integer, 'NaT' or a {expected.__name__}")
+        raise error(ctx, value, f"an integer, 'NaT' or a {expected.__name__}")
     out = np.asarray(value).astype(ctx.dtype)
     if not np.isnat(out) and out.astype(value.dtype) != value:
-        raise _error(ctx, value, f"a value exactly representable in units of {np.datetime_data(ctx.dtype)}")
+        raise error(ctx, value, f"a value exactly representable in units of {np.datetime_data(ctx.dtype)}")
     return out
 
 
@@ -332,15 +240,11 @@ def _cast_time(ctx: FillContext, value: Any) -> Array:
 
 
 def _parse_fixed_bytes(ctx: FillContext, obj: Any) -> Array:
-    return np.array(_sized(ctx, obj, _json_bytes(ctx, obj), exact=False), dtype=ctx.dtype)
-
-
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
+    return np.array(sized(ctx, obj, json_bytes(ctx, obj), exact=False), dtype=ctx.dtype)
 
 
 def _fixed_bytes_to_json(ctx: FillContext, arr: Array) -> Any:
-    return _b64(bytes(arr[()]))
+    return b64(bytes(arr[()]))
 
 
 def _user_bytes(ctx: FillContext, value: Any) -> bytes:
@@ -348,25 +252,25 @@ def _user_bytes(ctx: FillContext, value: Any) -> bytes:
         try:
             return value.encode("ascii")
         except UnicodeEncodeError as err:
-            raise _error(ctx, value, "bytes (or an ASCII str)") from err
+            raise error(ctx, value, "bytes (or an ASCII str)") from err
     if isinstance(value, np.void):
         return value.tobytes()
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     if isinstance(value, list) and all(isinstance(b, int) and 0 <= b <= 255 for b in value):
         return bytes(value)
-    raise _error(ctx, value, "bytes")
+    raise error(ctx, value, "bytes")
 
 
 def _cast_fixed_bytes(ctx: FillContext, value: Any) -> Array:
-    return np.array(_sized(ctx, value, _user_bytes(ctx, value), exact=False), dtype=ctx.dtype)
+    return np.array(sized(ctx, value, _user_bytes(ctx, value), exact=False), dtype=ctx.dtype)
 
 
 def _parse_str(ctx: FillContext, obj: Any) -> Array:
     if not isinstance(obj, str):
-        raise _error(ctx, obj, "a string")
+        raise error(ctx, obj, "a string")
     if len(obj) > ctx.dtype.itemsize // 4:
-        raise _error(ctx, obj, f"a string of at most {ctx.dtype.itemsize // 4} characters")
+        raise error(ctx, obj, f"a string of at most {ctx.dtype.itemsize // 4} characters")
     return np.array(obj, dtype=ctx.dtype)
 
 
@@ -375,16 +279,16 @@ def _str_to_json(ctx: FillContext, arr: Array) -> Any:
 
 
 def _parse_raw(ctx: FillContext, obj: Any) -> Array:
-    return _from_bytes(ctx.dtype, _sized(ctx, obj, _json_bytes(ctx, obj), exact=True))
+    return from_bytes(ctx.dtype, sized(ctx, obj, json_bytes(ctx, obj), exact=True))
 
 
 def _raw_to_json(ctx: FillContext, arr: Array) -> Any:
     raw = arr.tobytes()
-    return list(raw) if ctx.raw_as_list else _b64(raw)
+    return list(raw) if ctx.raw_as_list else b64(raw)
 
 
 def _cast_raw(ctx: FillContext, value: Any) -> Array:
-    return _from_bytes(ctx.dtype, _sized(ctx, value, _user_bytes(ctx, value), exact=True))
+    return from_bytes(ctx.dtype, sized(ctx, value, _user_bytes(ctx, value), exact=True))
 
 
 # --- variable-length ---------------------------------------------------------------------------------
@@ -392,10 +296,10 @@ def _cast_raw(ctx: FillContext, value: Any) -> Array:
 
 def _parse_vlen_str(ctx: FillContext, obj: Any) -> Array:
     if isinstance(obj, str):
-        return _object_scalar(obj)
+        return object_scalar(obj)
     if ctx.zarr_format == 2 and type(obj) is int:  # zarr-python 2 wrote 0; zarr-python 3 reads it as "0"
-        return _object_scalar(str(obj))
-    raise _error(ctx, obj, "a string")
+        return object_scalar(str(obj))
+    raise error(ctx, obj, "a string")
 
 
 def _vlen_str_to_json(ctx: FillContext, arr: Array) -> Any:
@@ -404,22 +308,22 @@ def _vlen_str_to_json(ctx: FillContext, arr: Array) -> Any:
 
 def _cast_vlen_str(ctx: FillContext, value: Any) -> Array:
     if isinstance(value, str):
-        return _object_scalar(str(value))
-    raise _error(ctx, value, "a str")
+        return object_scalar(str(value))
+    raise error(ctx, value, "a str")
 
 
 def _parse_vlen_bytes(ctx: FillContext, obj: Any) -> Array:
-    return _object_scalar(_json_bytes(ctx, obj))
+    return object_scalar(json_bytes(ctx, obj))
 
 
 def _vlen_bytes_to_json(ctx: FillContext, arr: Array) -> Any:
-    return _b64(bytes(arr[()]))
+    return b64(bytes(arr[()]))
 
 
 def _cast_vlen_bytes(ctx: FillContext, value: Any) -> Array:
     if isinstance(value, bytes | bytearray | memoryview):
-        return _object_scalar(bytes(value))
-    raise _error(ctx, value, "bytes")
+        return object_scalar(bytes(value))
+    raise error(ctx, value, "bytes")
 
 
 # --- structured --------------------------------------------------------------------------------------
@@ -435,53 +339,53 @@ def _assemble(ctx: FillContext, parts: Mapping[str, Array]) -> Array:
     buf = bytearray(ctx.dtype.itemsize)
     for name, fdtype, offset in _fields(ctx.dtype):
         buf[offset : offset + fdtype.itemsize] = parts[name].tobytes()
-    return _from_bytes(ctx.dtype, bytes(buf))
+    return from_bytes(ctx.dtype, bytes(buf))
 
 
 def _field_value(arr: Array, fdtype: np.dtype[Any], offset: int) -> Array:
-    return _from_bytes(fdtype, arr.tobytes()[offset : offset + fdtype.itemsize])
+    return from_bytes(fdtype, arr.tobytes()[offset : offset + fdtype.itemsize])
 
 
 def _parse_struct(ctx: FillContext, obj: Any) -> Array:
     if isinstance(obj, str):  # v2, and legacy v3 "structured": base64 of the packed little-endian record
-        raw = _sized(ctx, obj, _b64decode(ctx, obj), exact=True)
+        raw = sized(ctx, obj, b64decode(ctx, obj), exact=True)
         stored = ctx.dtype if ctx.zarr_format == 2 else ctx.dtype.newbyteorder("<")
-        return _from_bytes(stored, raw).astype(ctx.dtype)
+        return from_bytes(stored, raw).astype(ctx.dtype)
     names = ctx.dtype.names or ()
     if ctx.zarr_format == 2 or not isinstance(obj, dict) or set(obj) != set(names):
         expected = "a base64 string" if ctx.zarr_format == 2 else f"an object with exactly the fields {list(names)}"
-        raise _error(ctx, obj, expected)
+        raise error(ctx, obj, expected)
     parts = {name: _struct_field(ctx, obj, name, fdt) for name, fdt, _ in _fields(ctx.dtype)}
     return _assemble(ctx, parts)
 
 
 def _struct_field(ctx: FillContext, obj: dict[str, Any], name: str, fdtype: np.dtype[Any]) -> Array:
     try:
-        value = parse_fill_value(_sub(ctx, fdtype), obj[name])
+        value = parse_fill_value(sub(ctx, fdtype), obj[name])
     except FillValueError as err:
-        raise _error(ctx, obj, f"valid field values; field {name!r}: {err.problem}") from err
+        raise error(ctx, obj, f"valid field values; field {name!r}: {err.problem}") from err
     if value is None:  # pragma: no cover - v3 never returns None
-        raise _error(ctx, obj, f"a value for field {name!r}")
+        raise error(ctx, obj, f"a value for field {name!r}")
     return value
 
 
 def _struct_to_json(ctx: FillContext, arr: Array) -> Any:
     if ctx.zarr_format == 2:
-        return _b64(arr.tobytes())
+        return b64(arr.tobytes())
     return {
-        name: fill_value_to_json(_sub(ctx, fdt), _field_value(arr, fdt, offset))
+        name: fill_value_to_json(sub(ctx, fdt), _field_value(arr, fdt, offset))
         for name, fdt, offset in _fields(arr.dtype)
     }
 
 
 def _cast_field(ctx: FillContext, fdtype: np.dtype[Any], value: Any) -> Array:
     if fdtype.subdtype is None:
-        return cast_fill_value(_sub(ctx, fdtype), value)
+        return cast_fill_value(sub(ctx, fdtype), value)
     base, shape = fdtype.subdtype
     try:
         return np.broadcast_to(np.asarray(value, dtype=base), shape).copy()
     except (TypeError, ValueError) as err:
-        raise _error(ctx, value, f"an array-like of shape {shape} for a subarray field") from err
+        raise error(ctx, value, f"an array-like of shape {shape} for a subarray field") from err
 
 
 def _cast_struct(ctx: FillContext, value: Any) -> Array:
@@ -495,7 +399,7 @@ def _cast_struct(ctx: FillContext, value: Any) -> Array:
     elif isinstance(value, list | tuple) and len(value) == len(fields):
         items = list(value)
     else:
-        raise _error(ctx, value, f"a tuple or dict with the fields {[name for name, _, _ in fields]}")
+        raise error(ctx, value, f"a tuple or dict with the fields {[name for name, _, _ in fields]}")
     parts = {name: _cast_field(ctx, fdt, item) for (name, fdt, _), item in zip(fields, items, strict=True)}
     return _assemble(ctx, parts)
 
@@ -530,12 +434,12 @@ def default_fill_value(ctx: FillContext) -> Array:
     >>> default_fill_value(FillContext(dtype=np.dtype("M8[s]"), zarr_format=3))
     array('NaT', dtype='datetime64[s]')
     """
-    family = _family(ctx)
-    if family == "vlen_str":
-        return _object_scalar("")
-    if family == "vlen_bytes":
-        return _object_scalar(b"")
-    if family == "time":
+    kind = family(ctx)
+    if kind == "vlen_str":
+        return object_scalar("")
+    if kind == "vlen_bytes":
+        return object_scalar(b"")
+    if kind == "time":
         return _from_count(ctx, _NAT)
     return np.zeros((), dtype=ctx.dtype)
 
@@ -557,8 +461,8 @@ def parse_fill_value(ctx: FillContext, obj: Any) -> Array | None:
     if obj is None:
         if ctx.zarr_format == 2:
             return None
-        raise _error(ctx, obj, "a value (v3 requires a fill_value; use the type's default, e.g. 0)")
-    return _TABLE[_family(ctx)][0](ctx, obj)
+        raise error(ctx, obj, "a value (v3 requires a fill_value; use the type's default, e.g. 0)")
+    return _TABLE[family(ctx)][0](ctx, obj)
 
 
 def fill_value_to_json(ctx: FillContext, value: Any) -> Any:
@@ -575,11 +479,11 @@ def fill_value_to_json(ctx: FillContext, value: Any) -> Any:
     if value is None:
         if ctx.zarr_format == 2:
             return None  # v2 "no fill value"
-        raise _error(ctx, value, "a value (v3 requires a fill_value)")
+        raise error(ctx, value, "a value (v3 requires a fill_value)")
     arr = value if isinstance(value, np.ndarray) and value.dtype == ctx.dtype else cast_fill_value(ctx, value)
     if arr.ndim != 0:
-        raise _error(ctx, value, "a scalar (0-d array)")
-    return _TABLE[_family(ctx)][1](ctx, arr)
+        raise error(ctx, value, "a scalar (0-d array)")
+    return _TABLE[family(ctx)][1](ctx, arr)
 
 
 def cast_fill_value(ctx: FillContext, value: Any) -> Array:
@@ -597,10 +501,10 @@ def cast_fill_value(ctx: FillContext, value: Any) -> Array:
         return default_fill_value(ctx)
     if isinstance(value, np.ndarray):
         if value.ndim != 0:
-            raise _error(ctx, value, "a scalar, not an array of shape " + str(value.shape))
+            raise error(ctx, value, "a scalar, not an array of shape " + str(value.shape))
         if value.dtype == ctx.dtype and ctx.vlen is None:
             return value.copy()
         value = value[()]
     if isinstance(value, np.generic) and value.dtype == ctx.dtype and ctx.vlen is None:
         return np.asarray(value).copy()
-    return _TABLE[_family(ctx)][2](ctx, value)
+    return _TABLE[family(ctx)][2](ctx, value)
