@@ -37,7 +37,7 @@ NO_EXAMPLES = frozenset(
         "zarr_dask.xarray_backend", "zarr_dask.xarray_backend.accessor", "zarr_dask.xarray_backend.datastore",
         "zarr_dask.xarray_backend.reading", "zarr_dask.xarray_backend.selection", "zarr_dask.xarray_backend.variables",
         "zarr_dask.xarray_backend.write_plan",
-        "zarr_dask.zom.build", "zarr_dask.zom.flat",
+        "zarr_dask.zom.build",
     }
 )  # fmt: skip
 #: modules whose examples pass zarr-python objects (not installed in `make test-min`)

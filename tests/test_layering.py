@@ -137,3 +137,40 @@ def test_architecture_page_matches_the_imports() -> None:
                 assert parts[1] in rows[package], f"{path.relative_to(PKG)} imports {module}: not in the page's table"
     for package, forbidden in FORBIDDEN_INTERNAL.items():
         assert not (rows.get(package, set()) & forbidden), f"the page lets {package} import {rows[package] & forbidden}"
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports and those under ``TYPE_CHECKING`` or in functions too."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_zom_modules_import_each_other_without_a_cycle() -> None:
+    """The model (``zom/model.py``, ``zom/array.py``) sits below the modules that read, write and check it; they
+    reach the store through ``zom/tree.py``'s port, never by importing back (not even inside a function)."""
+    zom = {p.stem: p for p in (PKG / "zom").glob("*.py") if p.stem != "__init__"}
+    edges = {
+        name: {m.split(".")[2] for m in _all_imports(path) if m.startswith("zarr_dask.zom.") and m.split(".")[2] in zom}
+        - {name}
+        for name, path in zom.items()
+    }
+    done: set[str] = set()
+
+    def visit(name: str, stack: list[str]) -> None:
+        assert name not in stack, f"import cycle in zom/: {' -> '.join([*stack[stack.index(name):], name])}"
+        if name in done:
+            return
+        for dep in sorted(edges[name]):
+            visit(dep, [*stack, name])
+        done.add(name)
+
+    for name in sorted(zom):
+        visit(name, [])
+    assert not edges["model"] & {"io", "write", "conventions"} and not edges["array"] & {"io", "write", "model"}

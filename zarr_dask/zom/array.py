@@ -7,19 +7,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
-from zarr_dask.errors import MetadataError
+from zarr_dask.errors import MetadataError, ZarrDaskError
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularChunkGrid
 from zarr_dask.spec.dtypes import DataType
-from zarr_dask.spec.json import JsonEquality, loads, to_jsonable
+from zarr_dask.spec.json import JsonEquality, loads, prefixed, to_jsonable
 from zarr_dask.spec.layout import Sharding, sharding_of
+from zarr_dask.zom.build import metadata_from_array
+from zarr_dask.zom.convert import array_to_format
+from zarr_dask.zom.diff import diff
+from zarr_dask.zom.schema import json_schema
+from zarr_dask.zom.tree import WriteReport, port
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from zarr_dask.zom.write import WriteReport
-
-__all__ = ["ArrayMetadata", "ArraySpec", "array_metadata", "document"]
+__all__ = ["ArrayMetadata", "ArraySpec", "array_metadata", "document", "is_array_document"]
 
 ZarrFormat = Literal[2, 3]
 ArrayMetadata: TypeAlias = ArrayMetadataV2 | ArrayMetadataV3
@@ -61,6 +64,13 @@ def _with_endian(codecs: Any, multi_byte: bool) -> Any:
             codec = {**codec, "configuration": config}
         out.append(codec)
     return out
+
+
+def is_array_document(doc: Mapping[str, Any]) -> bool:
+    """True if a ZEP 6 JSON object describes an array (v3: ``node_type``; v2: a shape and no members)."""
+    if doc.get("zarr_format") == 3:
+        return doc.get("node_type") == "array"
+    return "members" not in doc and ("shape" in doc or doc.get("node_type") == "array")
 
 
 def array_metadata(doc: dict[str, Any]) -> ArrayMetadata:
@@ -197,12 +207,13 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         MetadataError
             Naming the field and the value (subclasses for data types, fill values, extensions).
         """
-        from zarr_dask.zom.model import from_json
-
-        node = from_json(obj)
-        if not isinstance(node, ArraySpec):
+        doc = document(obj, "the ZEP 6 JSON")
+        if not is_array_document(doc):
             raise MetadataError("the JSON describes a group, not an array; use GroupSpec.from_json")
-        return node
+        try:
+            return cls(metadata=array_metadata(doc))
+        except ZarrDaskError as e:
+            raise prefixed(e, "node '/'") from None
 
     def to_json(self) -> dict[str, Any]:
         """The ZEP 6 JSON (pydantic-zarr's field names and order; v3 keeps ``dimension_names`` only if set).
@@ -259,8 +270,6 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         >>> spec.chunk_grid.to_json()["name"]
         'rectilinear'
         """
-        from zarr_dask.zom.build import metadata_from_array
-
         return cls(metadata=metadata_from_array(array, zarr_format=zarr_format, **overrides))
 
     @classmethod
@@ -294,8 +303,6 @@ class ArraySpec(NotebookDisplay, JsonEquality):
 
     def to_format(self, zarr_format: ZarrFormat, *, chunk_key_encoding: Literal["v2", "default"] = "v2") -> ArraySpec:
         """This array in another Zarr format (v2 -> v3; see :func:`zarr_dask.zom.convert.array_to_v3`)."""
-        from zarr_dask.zom.convert import array_to_format
-
         return ArraySpec(metadata=array_to_format(self.metadata, zarr_format, chunk_key_encoding=chunk_key_encoding))
 
     # ------------------------------------------------------------------ comparison, schema, I/O
@@ -305,15 +312,11 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         ``exclude`` holds field names (``"attributes"``, ``"attributes.history"``, ``"shape"``...);
         :func:`zarr_dask.zom.diff` says what differs.
         """
-        from zarr_dask.zom.diff import diff
-
         return not diff(self, other, exclude=exclude)
 
     @classmethod
     def json_schema(cls, zarr_format: ZarrFormat = 3) -> dict[str, Any]:
         """The JSON Schema of an array node (ZEP 6, corrected; see :mod:`zarr_dask.zom.schema`)."""
-        from zarr_dask.zom.schema import json_schema
-
         return json_schema(zarr_format, "array")
 
     @classmethod
@@ -325,9 +328,8 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         ArrayNotFoundError
             If there is no array there.
         """
-        from zarr_dask.zom.io import array_from_store
-
-        return array_from_store(store, path=path, storage_options=storage_options)
+        spec: ArraySpec = port("read_array")(store, path=path, storage_options=storage_options)
+        return spec
 
     def to_store(
         self,
@@ -338,9 +340,10 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         storage_options: Mapping[str, Any] | None = None,
     ) -> WriteReport:
         """Create the array's metadata at ``path`` (idempotent; see :meth:`GroupSpec.to_store`)."""
-        from zarr_dask.zom.write import write_spec
-
-        return write_spec(self, store, path=path, overwrite=overwrite, storage_options=storage_options)
+        report: WriteReport = port("write_spec")(
+            self, store, path=path, overwrite=overwrite, storage_options=storage_options
+        )
+        return report
 
 
 def _move_to_end(doc: dict[str, Any], key: str) -> dict[str, Any]:

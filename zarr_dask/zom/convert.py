@@ -19,41 +19,15 @@ import numpy as np
 
 from zarr_dask.codecs import v3_codecs_from_user
 from zarr_dask.codecs.registry import codec_from_v2
-from zarr_dask.errors import FillValueError, MetadataError, ZarrDaskError
+from zarr_dask.errors import FillValueError, MetadataError
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, data_type_from_numpy
 from zarr_dask.spec.chunk_grid import RegularChunkGrid
 from zarr_dask.spec.chunk_keys import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
 from zarr_dask.spec.dtypes import DataType
-from zarr_dask.spec.json import prefixed
-from zarr_dask.zom.model import ArraySpec, GroupSpec
 
-__all__ = ["array_to_format", "array_to_v3", "group_to_format"]
+__all__ = ["array_to_format", "array_to_v3"]
 
 KeyEncoding = Literal["v2", "default"]
-
-
-def group_to_format(spec: GroupSpec, zarr_format: Literal[2, 3], *, chunk_key_encoding: KeyEncoding = "v2") -> GroupSpec:
-    """Convert every node of a hierarchy (see the module docstring); node paths are named in errors."""
-    return _convert(spec, "", zarr_format, chunk_key_encoding)
-
-
-def _convert(node: GroupSpec, path: str, fmt: Literal[2, 3], keys: KeyEncoding) -> GroupSpec:
-    if node.zarr_format != fmt and fmt == 2:
-        raise MetadataError("converting Zarr v3 specs to v2 is not supported; keep the hierarchy in v3")
-    members: dict[str, ArraySpec | GroupSpec] | None = None
-    if node.members is not None:
-        members = {}
-        for name, child in node.members.items():
-            child_path = f"{path}/{name}" if path else name
-            if isinstance(child, GroupSpec):
-                members[name] = _convert(child, child_path, fmt, keys)
-                continue
-            try:
-                members[name] = ArraySpec(metadata=array_to_format(child.metadata, fmt, chunk_key_encoding=keys))
-            except ZarrDaskError as e:
-                raise prefixed(e, f"node {'/' + child_path!r}") from None
-    return GroupSpec(zarr_format=fmt, attributes=node.attributes, members=members, implicit=node.implicit,
-                     extra_fields=node.extra_fields if fmt == node.zarr_format else {})  # fmt: skip
 
 
 def array_to_format(

@@ -9,7 +9,7 @@ from typing import Any
 
 from zarr_dask.errors import MetadataError
 from zarr_dask.spec.json import canonical_json, to_jsonable
-from zarr_dask.zom.model import ArraySpec, GroupSpec, Node, iter_nodes
+from zarr_dask.zom.tree import is_group, iter_nodes, port
 
 __all__ = ["MISSING", "Diff", "Difference", "diff", "node_differences"]
 
@@ -51,6 +51,7 @@ class Diff:
 
     Examples
     --------
+    >>> from zarr_dask.zom import GroupSpec
     >>> d = diff(GroupSpec(attributes={"title": "a"}), GroupSpec(attributes={"title": "b"}))
     >>> bool(d), len(d)
     (True, 1)
@@ -111,37 +112,35 @@ def _show(value: Any) -> str:
     return text if len(text) <= _WIDTH else text[: _WIDTH - 3] + "..."
 
 
-def _as_spec(obj: Any) -> Node:
-    if isinstance(obj, ArraySpec | GroupSpec):
-        return obj
-    meta = getattr(obj, "metadata", None)
+def _as_spec(obj: Any) -> Any:
+    """A spec, or the spec read from a zarr_dask ``Array`` / ``Group`` (its store and path)."""
     store, path = getattr(obj, "store", None), getattr(obj, "path", None)
-    if store is not None and isinstance(path, str) and meta is not None:  # a zarr_dask Array / Group
-        from zarr_dask.zom.io import from_store
-
-        return from_store(store, path=path)
+    if store is not None and isinstance(path, str) and getattr(obj, "metadata", None) is not None:
+        return port("read_node")(store, path=path)
+    if hasattr(obj, "to_json") and hasattr(obj, "zarr_format") and (is_group(obj) or hasattr(obj, "metadata")):
+        return obj
     raise MetadataError(f"cannot compare {type(obj).__name__}: pass an ArraySpec, a GroupSpec or a zarr_dask node")
 
 
-def _kind(node: Node | None) -> Any:
+def _kind(node: Any) -> Any:
     if node is None:
         return MISSING
-    if isinstance(node, ArraySpec):
+    if not is_group(node):
         return "array"
     return "implicit group" if node.implicit else "group"
 
 
-def _fields(node: Node) -> dict[str, Any]:
-    doc = node.to_json()
+def _fields(node: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = node.to_json()
     for key in ("members", "implicit", "zarr_format", "node_type"):
         doc.pop(key, None)
     return doc
 
 
-def node_differences(path: str, left: Node | None, right: Node | None) -> list[Difference]:
+def node_differences(path: str, left: Any, right: Any) -> list[Difference]:
     """The differences between two single nodes (members are not compared)."""
     shown = "/" + path
-    if left is None or right is None or isinstance(left, ArraySpec) != isinstance(right, ArraySpec):
+    if left is None or right is None or is_group(left) != is_group(right):
         return [Difference(path=shown, field="node", left=_kind(left), right=_kind(right))]
     if left.zarr_format != right.zarr_format:
         return [Difference(path=shown, field="zarr_format", left=left.zarr_format, right=right.zarr_format)]
@@ -166,11 +165,11 @@ def _attribute_differences(path: str, a: dict[str, Any], b: dict[str, Any]) -> l
     return out
 
 
-def _structural_change(a: Node | None, b: Node | None) -> bool:
+def _structural_change(a: Any, b: Any) -> bool:
     """Nothing below is compared: a node missing, array vs group, other format, or members unknown."""
-    if a is None or b is None or isinstance(a, ArraySpec) != isinstance(b, ArraySpec) or a.zarr_format != b.zarr_format:
+    if a is None or b is None or is_group(a) != is_group(b) or a.zarr_format != b.zarr_format:
         return True
-    return any(isinstance(n, GroupSpec) and n.members is None for n in (a, b))
+    return any(is_group(n) and n.members is None for n in (a, b))
 
 
 def _excluded(field: str, exclude: frozenset[str]) -> bool:
@@ -199,6 +198,7 @@ def diff(left: Any, right: Any, *, exclude: Iterable[str] = ()) -> Diff:
     Examples
     --------
     >>> import numpy as np
+    >>> from zarr_dask.zom import ArraySpec, GroupSpec
     >>> a = GroupSpec(members={"x": ArraySpec.from_array(np.zeros(3, "f4"))})
     >>> b = GroupSpec(members={"x": ArraySpec.from_array(np.zeros(4, "f4"), chunks=(3,)), "y": GroupSpec()})
     >>> print(diff(a, b))

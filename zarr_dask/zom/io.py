@@ -28,8 +28,8 @@ from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3, GroupMetadataV2, Gr
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
 from zarr_dask.spec.paths import key_prefix, normalize_path, validate_node_name
 from zarr_dask.store import Store, open_store
-from zarr_dask.zom.flat import build_tree
-from zarr_dask.zom.model import ArraySpec, GroupSpec, Node
+from zarr_dask.zom.model import ArraySpec, GroupSpec, Node, build_tree
+from zarr_dask.zom.tree import connect
 
 __all__ = ["array_from_store", "from_store", "group_from_store", "open_for", "read_tree", "root_path", "spec_of", "strip_consolidated"]
 
@@ -273,3 +273,6 @@ def strip_consolidated(meta: Any) -> Any:
     if isinstance(meta, GroupMetadataV3) and meta.consolidated_metadata is not None:
         return replace(meta, consolidated_metadata=None)
     return meta
+
+
+connect(read_node=from_store, read_group=group_from_store, read_array=array_from_store)

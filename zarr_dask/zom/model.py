@@ -16,21 +16,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from zarr_dask.errors import InvalidPathError, MetadataError, UnknownExtensionError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.json import JsonEquality, prefixed, to_jsonable
 from zarr_dask.spec.paths import normalize_path, validate_node_name
-from zarr_dask.zom.array import ArraySpec, NotebookDisplay, array_metadata, document
+from zarr_dask.zom.array import ArraySpec, NotebookDisplay, array_metadata, document, is_array_document
+from zarr_dask.zom.convert import array_to_format
+from zarr_dask.zom.diff import Diff, diff
+from zarr_dask.zom.schema import json_schema
+from zarr_dask.zom.tree import WriteReport, iter_nodes, port
 
-if TYPE_CHECKING:
-    from zarr_dask.zom.diff import Diff
-    from zarr_dask.zom.write import WriteReport
-
-__all__ = ["ArraySpec", "GroupSpec", "Node", "from_json", "iter_nodes"]
+__all__ = ["ArraySpec", "GroupSpec", "Node", "build_tree", "from_json", "iter_nodes", "tree_from_flat"]
 
 ZarrFormat = Literal[2, 3]
 
@@ -230,8 +230,6 @@ class GroupSpec(NotebookDisplay, JsonEquality):
         >>> tree["a"].implicit, tree["a/b"].shape
         (True, (2,))
         """
-        from zarr_dask.zom.flat import tree_from_flat
-
         return tree_from_flat(data)
 
     # ------------------------------------------------------------------ conversion, comparison, I/O
@@ -247,9 +245,7 @@ class GroupSpec(NotebookDisplay, JsonEquality):
         >>> v3.zarr_format, v3["t"].dimension_names, v3["t"].to_json()["chunk_key_encoding"]["name"]
         (3, ('x',), 'v2')
         """
-        from zarr_dask.zom.convert import group_to_format
-
-        return group_to_format(self, zarr_format, chunk_key_encoding=chunk_key_encoding)
+        return _to_format(self, "", zarr_format, chunk_key_encoding)
 
     def like(self, other: Any, *, exclude: Iterable[str] = ()) -> bool:
         """True if ``other`` (a spec or a zarr_dask Group) has the same structure, ignoring ``exclude``.
@@ -262,21 +258,15 @@ class GroupSpec(NotebookDisplay, JsonEquality):
         >>> GroupSpec(attributes={"a": 1}).like(GroupSpec(attributes={"a": 2}), exclude={"attributes"})
         True
         """
-        from zarr_dask.zom.diff import diff
-
         return not diff(self, other, exclude=exclude)
 
     def diff(self, other: Any, *, exclude: Iterable[str] = ()) -> Diff:
         """What differs between this hierarchy and ``other`` (see :func:`zarr_dask.zom.diff`)."""
-        from zarr_dask.zom.diff import diff
-
         return diff(self, other, exclude=exclude)
 
     @classmethod
     def json_schema(cls, zarr_format: ZarrFormat = 3) -> dict[str, Any]:
         """The JSON Schema of a group node with nested members (ZEP 6, corrected)."""
-        from zarr_dask.zom.schema import json_schema
-
         return json_schema(zarr_format, "group")
 
     @classmethod
@@ -304,11 +294,10 @@ class GroupSpec(NotebookDisplay, JsonEquality):
         True
         >>> zarr_dask.open_store("memory://zom-from-store-gs").delete_prefix("")
         """
-        from zarr_dask.zom.io import group_from_store
-
-        return group_from_store(
+        spec: GroupSpec = port("read_group")(
             store, path=path, depth=depth, storage_options=storage_options, use_consolidated=use_consolidated
         )
+        return spec
 
     def to_store(
         self,
@@ -334,24 +323,13 @@ class GroupSpec(NotebookDisplay, JsonEquality):
         ('', 'g')
         >>> import zarr_dask; zarr_dask.open_store("memory://zom-to-store-gs").delete_prefix("")
         """
-        from zarr_dask.zom.write import write_spec
-
-        return write_spec(
+        report: WriteReport = port("write_spec")(
             self, store, path=path, overwrite=overwrite, storage_options=storage_options, consolidated=consolidated
         )
+        return report
 
 
 Node: TypeAlias = ArraySpec | GroupSpec
-
-
-def iter_nodes(node: Node, prefix: str = "", *, flat: bool = False) -> Iterator[tuple[str, Node]]:
-    """Depth-first ``(path, node)`` pairs, parents first (``flat``: groups with ``members=None``)."""
-    if isinstance(node, ArraySpec):
-        yield prefix, node
-        return
-    yield prefix, (dataclasses.replace(node, members=None) if flat else node)
-    for name, child in (node.members or {}).items():
-        yield from iter_nodes(child, f"{prefix}/{name}" if prefix else name, flat=flat)
 
 
 def from_json(obj: Any, *, _path: str = "") -> Node:
@@ -369,19 +347,13 @@ def from_json(obj: Any, *, _path: str = "") -> Node:
     """
     doc = document(obj, "the ZEP 6 JSON")
     try:
-        if _is_array(doc):
+        if is_array_document(doc):
             return ArraySpec(metadata=array_metadata(doc))
         return _group_from_json(doc, _path)
     except ZarrDaskError as e:
         if e.problem.startswith("node '"):
             raise
         raise prefixed(e, f"node {'/' + _path!r}") from None
-
-
-def _is_array(doc: dict[str, Any]) -> bool:
-    if doc.get("zarr_format") == 3:
-        return doc.get("node_type") == "array"
-    return "members" not in doc and ("shape" in doc or doc.get("node_type") == "array")
 
 
 def _group_from_json(doc: dict[str, Any], path: str) -> GroupSpec:
@@ -414,3 +386,98 @@ def _group_from_json(doc: dict[str, Any], path: str) -> GroupSpec:
         implicit=doc.get("implicit", False),
         extra_fields=extra,
     )
+
+
+# ------------------------------------------------------------------ format conversion and the flat form
+def _to_format(node: GroupSpec, path: str, fmt: ZarrFormat, keys: Literal["v2", "default"]) -> GroupSpec:
+    """Every node of a hierarchy in format ``fmt`` (:mod:`zarr_dask.zom.convert`); node paths named in errors."""
+    if node.zarr_format != fmt and fmt == 2:
+        raise MetadataError("converting Zarr v3 specs to v2 is not supported; keep the hierarchy in v3")
+    members: dict[str, ArraySpec | GroupSpec] | None = None
+    if node.members is not None:
+        members = {}
+        for name, child in node.members.items():
+            child_path = f"{path}/{name}" if path else name
+            if isinstance(child, GroupSpec):
+                members[name] = _to_format(child, child_path, fmt, keys)
+                continue
+            try:
+                members[name] = ArraySpec(metadata=array_to_format(child.metadata, fmt, chunk_key_encoding=keys))
+            except ZarrDaskError as e:
+                raise prefixed(e, f"node {'/' + child_path!r}") from None
+    return GroupSpec(zarr_format=fmt, attributes=node.attributes, members=members, implicit=node.implicit,
+                     extra_fields=node.extra_fields if fmt == node.zarr_format else {})  # fmt: skip
+
+
+def tree_from_flat(data: Mapping[str, Any]) -> GroupSpec:
+    """The tree of a flat form (see :meth:`GroupSpec.from_flat`)."""
+    if not isinstance(data, Mapping):
+        raise MetadataError(f"the flat form must be a mapping of path -> node, got {type(data).__name__}")
+    nodes: dict[str, Node] = {}
+    spelled: dict[str, str] = {}
+    for key, value in data.items():
+        try:
+            path = normalize_path(key)
+        except ZarrDaskError as e:
+            raise e.with_context(path=str(key)) from None
+        if path in nodes:
+            raise MetadataError(
+                f"the flat form has two entries for node {'/' + path!r} ({spelled[path]!r} and {key!r}); "
+                "keep one node per path"
+            )
+        node = value if isinstance(value, ArraySpec | GroupSpec) else from_json(value, _path=path)
+        if isinstance(node, GroupSpec) and node.members:
+            raise MetadataError(
+                f"flat entry {key!r} is a group with members; in the flat form every node has its own entry and "
+                "groups have members=None (use GroupSpec.from_json for nested members)"
+            )
+        nodes[path] = node
+        spelled[path] = str(key)
+    root = nodes.get("")
+    if isinstance(root, ArraySpec):
+        raise MetadataError("the flat form's root ('') is an array; GroupSpec.from_flat needs a group root")
+    formats = {n.zarr_format for n in nodes.values()}
+    if len(formats) > 1:
+        raise MetadataError(f"the flat form mixes Zarr formats {sorted(formats)}; use one format per hierarchy")
+    fmt: Literal[2, 3] = 3 if not formats else (3 if 3 in formats else 2)
+    return build_tree(nodes, fmt, unknown=set())
+
+
+def build_tree(nodes: Mapping[str, Node], zarr_format: Literal[2, 3], *, unknown: set[str]) -> GroupSpec:
+    """A tree from ``{relative path: node}`` (``""`` = root, missing groups implicit); groups whose path is in
+    ``unknown`` get ``members=None``, other leaf groups ``members={}``.
+
+    Raises
+    ------
+    MetadataError
+        A node below an array.
+    """
+    children: dict[str, list[str]] = {}
+    for path in nodes:
+        while path:
+            parent, _, _ = path.rpartition("/")
+            kids = children.setdefault(parent, [])
+            if path in kids:
+                break
+            kids.append(path)
+            path = parent
+    for parent in children:
+        if isinstance(nodes.get(parent), ArraySpec):
+            below = sorted(children[parent])[0]
+            raise MetadataError(f"node {'/' + below!r} lies below {'/' + parent!r}, which is an array; arrays have no members")
+
+    def make(path: str) -> Node:
+        node = nodes.get(path)
+        if isinstance(node, ArraySpec):
+            return node
+        if node is None:
+            node = GroupSpec(zarr_format=zarr_format, implicit=True)
+        if path in unknown and path not in children:
+            return dataclasses.replace(node, members=None)
+        members = {kid.rpartition("/")[2]: make(kid) for kid in sorted(children.get(path, []))}
+        return dataclasses.replace(node, members=members)
+
+    root = make("")
+    if not isinstance(root, GroupSpec):  # excluded by the callers
+        raise MetadataError("the root of a hierarchy must be a group")
+    return root

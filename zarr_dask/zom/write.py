@@ -32,41 +32,14 @@ from zarr_dask.spec.paths import key_prefix, parent_paths, validate_node_path
 from zarr_dask.store import Store
 from zarr_dask.zom.diff import Diff, Difference, node_differences
 from zarr_dask.zom.io import open_for, read_tree, root_path, spec_of, strip_consolidated
-from zarr_dask.zom.model import ArraySpec, GroupSpec, Node, iter_nodes
+from zarr_dask.zom.model import ArraySpec, GroupSpec, Node
+from zarr_dask.zom.tree import WriteReport, connect, iter_nodes
 
 __all__ = ["HierarchyConflictError", "WriteReport", "write_spec"]
 
 ZarrFormat = Literal[2, 3]
 NodeMetadata = ArrayMetadataV2 | ArrayMetadataV3 | GroupMetadataV2 | GroupMetadataV3
 _KEEP_CHUNKS = ("attributes", "dimension_names")  # fields whose change leaves the stored chunks valid
-
-
-@dataclass(frozen=True, kw_only=True)
-class WriteReport:
-    """What :func:`write_spec` did.
-
-    Attributes
-    ----------
-    store, path
-        Where the hierarchy was written.
-    written
-        The store keys written (each exactly once), sorted.
-    created, unchanged, replaced
-        Node paths: new nodes, nodes that were already as specified (not written), and nodes that differed and
-        were replaced (``overwrite=True``).
-    """
-
-    store: str
-    path: str
-    written: tuple[str, ...] = ()
-    created: tuple[str, ...] = ()
-    unchanged: tuple[str, ...] = ()
-    replaced: tuple[str, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        """True if anything was written or deleted."""
-        return bool(self.written or self.replaced)
 
 
 @dataclass(frozen=True)
@@ -394,3 +367,6 @@ def _execute(
         unchanged=tuple(p for p in plan.unchanged if p not in rewrite),
         replaced=tuple(plan.conflicts),
     )
+
+
+connect(write_spec=write_spec)
