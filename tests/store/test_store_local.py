@@ -12,7 +12,7 @@ from dask.base import tokenize
 
 from zarr_dask.errors import InvalidPathError, StoreError
 from zarr_dask.store import LocalStore, open_store
-from zarr_dask.store import local as local_module
+from zarr_dask.store import files as files_module
 from zarr_dask.store.local import TEMP_SUFFIX
 
 
@@ -59,7 +59,7 @@ def test_failure_mid_write_keeps_old_value(
         os.write(fd, bytes(value)[:2])
         raise OSError(errno.ENOSPC, "simulated full disk")
 
-    monkeypatch.setattr(local_module, "_write_all", half_then_fail)
+    monkeypatch.setattr(files_module, "write_all", half_then_fail)
     with pytest.raises(StoreError, match="full disk"):
         store.set("k", b"new value")
     with pytest.raises(StoreError, match="full disk"):

@@ -3,52 +3,26 @@
 from __future__ import annotations
 
 import errno
-import functools
-import hashlib
 import logging
 import os
-import secrets
-import shutil
 import stat
-import tempfile
-import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeAlias
 
 from zarr_dask.errors import InvalidPathError
-from zarr_dask.store._keys import check_range, is_valid_key, resolve_range
+from zarr_dask.store import files
+from zarr_dask.store._keys import check_range, resolve_range
 from zarr_dask.store.arena import ReadArena
 from zarr_dask.store.base import Buffer, ByteRange, Store
 from zarr_dask.store.versioned import Versioned
 
 __all__ = ["TEMP_SUFFIX", "LocalStore"]
 
-from zarr_dask.store.tempfiles import TEMP_SUFFIX, remove_stale_temp_files, sweep_directory
+from zarr_dask.store.tempfiles import TEMP_SUFFIX, remove_stale_temp_files
 
 _log = logging.getLogger("zarr_dask.store")
-_WINDOWS = os.name == "nt"
-_O_BINARY: int = getattr(os, "O_BINARY", 0)
-_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
-# O_NONBLOCK: opening a FIFO planted in the store must not hang (regular files ignore the flag).
-_READ_FLAGS = os.O_RDONLY | _O_BINARY | _O_CLOEXEC | _O_NOFOLLOW | _O_NONBLOCK
-try:
-    import fcntl as _fcntl
-except ImportError:  # Windows: no flock
-    _fcntl = None  # type: ignore[assignment]
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | _O_CLOEXEC
-#: In-process stand-ins for the key lock files where those cannot be had.
-_THREAD_LOCKS = [threading.Lock() for _ in range(64)]
-_WARNED: set[str] = set()
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC
-_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
-_NO_HARDLINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
 _MAX_SAFE_DIRS = 100_000
-_CREATE_ATTEMPTS = 20
-#: Keys hash onto this many lock files per store root (a plain write or delete of a key takes one, briefly).
-_KEY_LOCK_STRIPES = 4096
 _Opener: TypeAlias = Callable[[str], "tuple[int, int] | None"]
 
 
@@ -93,12 +67,13 @@ class LocalStore(Store):
 
     def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool = False) -> None:
         self.root = os.path.abspath(os.fspath(root))
-        super().__init__(_path_to_url(self.root), read_only=read_only)
+        super().__init__(files.path_to_url(self.root), read_only=read_only)
         self.fsync = bool(fsync)
         self._base = self.root if self.root.endswith(os.sep) else self.root + os.sep
         real_root = os.path.realpath(self.root)
         self._real_base = real_root if real_root.endswith(os.sep) else real_root + os.sep
         self._safe_dirs: set[str] = set()
+        self._locks = files.LockFiles(self._real_base, self.url)
 
     # ---------------------------------------------------------------------------------------- reading
     def get(self, key: str) -> bytes | None:
@@ -125,7 +100,7 @@ class LocalStore(Store):
             for key, start, end in requests:
                 check_range(key, start, end)
                 opened = open_file(key)
-                out.append(None if opened is None else _read_range(opened[0], opened[1], start, end))
+                out.append(None if opened is None else files.read_range(opened[0], opened[1], start, end))
         self.counters.add(get_range=len(out), bytes_read=sum(len(v) for v in out if v is not None))
         return out
 
@@ -143,7 +118,7 @@ class LocalStore(Store):
             fd, size = opened
             try:
                 view = arena.take(size)
-                got = _readv_exactly(fd, view, 0)
+                got = files.readv_exactly(fd, view, 0)
             except OSError as exc:
                 raise self._error("read", key, exc) from exc
             finally:
@@ -153,14 +128,14 @@ class LocalStore(Store):
         self.counters.add(get=len(wanted), bytes_read=nbytes)
         return found
 
-    read_flags = _READ_FLAGS  # O_NOFOLLOW: a symbolic link fails to open and goes back to get_many_into
+    read_flags = files.READ_FLAGS  # O_NOFOLLOW: a symbolic link fails to open and goes back to get_many_into
 
     @contextmanager
     def process_lock(self, name: str) -> Iterator[None]:
         """``flock`` on a file named after the store's resolved root, in a private directory under the system's
         temporary directory (nothing is written into the store). Released when the block ends or the process
         dies. Processes on other machines sharing the directory (NFS) are not covered."""
-        with self._file_lock(name):
+        with self._locks.lock(name):
             yield
 
     def read_paths(self, keys: Sequence[str]) -> list[str | None] | None:
@@ -186,7 +161,7 @@ class LocalStore(Store):
                 offset, length = resolve_range(start, end, size)
                 view = arena.take(length)
                 try:
-                    got = _readv_exactly(fd, view, offset)
+                    got = files.readv_exactly(fd, view, offset)
                 except OSError as exc:
                     raise self._error("read", key, exc) from exc
                 out.append(view[:got])
@@ -204,7 +179,7 @@ class LocalStore(Store):
             info = os.lstat(path)
             if stat.S_ISLNK(info.st_mode):
                 info = os.stat(self._check_real(path, key))
-        except _MISSING:
+        except files.MISSING:
             return False
         except OSError as exc:
             raise self._error("check", key, exc) from exc
@@ -229,9 +204,9 @@ class LocalStore(Store):
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return None, None
-            value = _read_exactly(fd, 0, info.st_size)
+            value = files.read_exactly(fd, 0, info.st_size)
             return value, (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        except _MISSING:
+        except files.MISSING:
             return None, None
         except OSError as exc:
             raise self._error("read", key, exc) from exc
@@ -245,9 +220,9 @@ class LocalStore(Store):
         if fd is None:
             return None
         try:
-            size = _regular_size(fd)
-            return None if size is None else _read_exactly(fd, 0, size)
-        except _MISSING:
+            size = files.regular_size(fd)
+            return None if size is None else files.read_exactly(fd, 0, size)
+        except files.MISSING:
             return None
         except OSError as exc:
             raise self._error("read", key, exc) from exc
@@ -257,17 +232,17 @@ class LocalStore(Store):
     def _open(self, path: str, key: str) -> int | None:
         """Open ``path`` for reading after the containment checks; None if missing."""
         try:
-            if not _O_NOFOLLOW:  # no O_NOFOLLOW (Windows): resolve every path
+            if not files.O_NOFOLLOW:  # no O_NOFOLLOW (Windows): resolve every path
                 path = self._check_real(path, key)
-            return os.open(path, _READ_FLAGS)
-        except _MISSING:
+            return os.open(path, files.READ_FLAGS)
+        except files.MISSING:
             return None
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise self._error("open", key, exc) from exc
         try:  # the key itself is a symbolic link: follow it only if it stays inside the root
-            return os.open(self._check_real(path, key), _READ_FLAGS & ~_O_NOFOLLOW)
-        except _MISSING:
+            return os.open(self._check_real(path, key), files.READ_FLAGS & ~files.O_NOFOLLOW)
+        except files.MISSING:
             return None
         except OSError as exc:
             raise self._error("open", key, exc) from exc
@@ -296,7 +271,7 @@ class LocalStore(Store):
         if fd is None:
             return None
         try:
-            size = _regular_size(fd)
+            size = files.regular_size(fd)
         except OSError as exc:
             os.close(fd)
             raise self._error("read", key, exc) from exc
@@ -353,7 +328,7 @@ class LocalStore(Store):
     def _swap(self, key: str, path: str, value: Buffer | None, version: object) -> bool:
         """One compare-and-swap (``value`` None: delete)."""
         directory, name = os.path.split(path)
-        temp = None if value is None else self._write_temp(directory, name, value)
+        temp = None if value is None else files.write_temp(directory, name, value, fsync=self.fsync)
         try:
             with self.key_lock(key):
                 current, signature = self._read_signed(key) if version is not None else (None, None)
@@ -361,7 +336,7 @@ class LocalStore(Store):
                     if value is None:
                         return not self.exists(key)
                     assert temp is not None
-                    return self._link(temp, path)  # create only if still absent
+                    return files.link_exclusive(temp, path)  # create only if still absent
                 if current is None or (signature, current) != version:
                     return False
                 if temp is None:
@@ -371,43 +346,19 @@ class LocalStore(Store):
                     temp = None
         finally:
             if temp is not None:
-                _unlink_quietly(temp)
+                files.unlink_quietly(temp)
         if value is None:
             self._prune(directory)
         elif self.fsync:
-            _fsync_directory(directory)
+            files.fsync_directory(directory)
         return True
 
-    @contextmanager
-    def key_lock(self, key: str) -> Iterator[None]:
+    def key_lock(self, key: str) -> AbstractContextManager[None]:
         """The lock of one key, shared by every process on this machine (``flock`` on one of
         ``4096`` lock files per store root, next to :meth:`process_lock`'s, never in the store). Every
         replace or delete of a key holds it, so a conditional write's comparison and rename are atomic with
         respect to every other write of the key. Not reentrant."""
-        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "little") % _KEY_LOCK_STRIPES
-        with self._file_lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)]):
-            yield
-
-    @contextmanager
-    def _file_lock(self, name: str, fallback: threading.Lock | None = None) -> Iterator[None]:
-        """``flock`` on the lock file ``name`` of this root. Without flock or a usable lock directory the work
-        goes on with a warning, serialised in this process only (by ``fallback``, if given)."""
-        try:
-            fd = -1 if _fcntl is None else _open_lock_file(self._real_base, name)
-        except OSError as exc:
-            if self._real_base not in _WARNED:  # once per root: every write of a key takes a lock
-                _WARNED.add(self._real_base)
-                _log.warning("%s: no lock file for %r (%s); other processes are not locked out", self.url, name, exc)
-            fd = -1
-        if fd < 0:
-            with fallback or nullcontext():
-                yield
-            return
-        try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+        return self._locks.key_lock(key)
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (missing is fine) and the directories that become empty."""
@@ -439,10 +390,10 @@ class LocalStore(Store):
             if prefix:
                 path = self._base + prefix
                 self._check_real(path, prefix)
-                _remove_tree(path)
+                files.remove_tree(path)
                 self._prune(os.path.dirname(path))
             else:
-                _empty_directory(self.root)
+                files.empty_directory(self.root)
         except InvalidPathError:
             raise
         except OSError as exc:
@@ -456,67 +407,29 @@ class LocalStore(Store):
         directory, name = os.path.split(path)
         written = False
         try:
-            temp = self._write_temp(directory, name, value)
+            temp = files.write_temp(directory, name, value, fsync=self.fsync)
             try:
                 if exclusive:
-                    written = self._link(temp, path)
+                    written = files.link_exclusive(temp, path)
                 else:
                     with self.key_lock(key):  # never between a conditional write's comparison and its rename
-                        written = _replace(temp, path)
+                        written = files.replace(temp, path)
             finally:
                 if exclusive or not written:
-                    _unlink_quietly(temp)
+                    files.unlink_quietly(temp)
             if written and self.fsync:
-                _fsync_directory(directory)
+                files.fsync_directory(directory)
         except OSError as exc:
             raise self._error("write", key, exc) from exc
         if written:
             self.counters.add(set=1, bytes_written=memoryview(value).nbytes)
         return written
 
-    def _write_temp(self, directory: str, name: str, value: Buffer) -> str:
-        """Create ``directory`` if needed and write ``value`` into a fresh temporary file there."""
-        sweep_directory(directory)  # stale temporary files of killed writers (see store/tempfiles.py)
-        for _ in range(_CREATE_ATTEMPTS):  # retry: a concurrent delete may prune the directory
-            temp = os.path.join(directory, f".{name[:40]}.{secrets.token_hex(8)}{TEMP_SUFFIX}")
-            try:
-                fd = os.open(temp, _TEMP_FLAGS, 0o666)
-                break
-            except FileNotFoundError:
-                # a concurrent prune removed a parent: retry (makedirs itself raises FileExistsError when a
-                # directory it found existing is pruned before it checks it)
-                with suppress(FileNotFoundError, FileExistsError):
-                    os.makedirs(directory, exist_ok=True)
-        else:
-            raise FileNotFoundError(errno.ENOENT, "directory keeps disappearing", directory)
-        try:
-            _write_all(fd, value)
-            if self.fsync:
-                os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(temp)
-            raise
-        os.close(fd)
-        return temp
-
-    def _link(self, temp: str, path: str) -> bool:
-        """Hard-link the complete ``temp`` to ``path``; False if ``path`` exists."""
-        try:
-            os.link(temp, path)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno not in _NO_HARDLINKS:
-                raise
-            return _create_exclusive(path, temp)
-        return True
-
     def _unlink(self, path: str, key: str) -> None:
         """Remove one file; missing (or a directory) is fine."""
         try:
             os.unlink(path)
-        except _MISSING:
+        except files.MISSING:
             pass
         except PermissionError as exc:  # macOS / Windows refuse to unlink a directory with EPERM
             if not os.path.isdir(path):
@@ -553,19 +466,15 @@ class LocalStore(Store):
         sizes = {key: entry.stat(follow_symlinks=False).st_size for key, entry in self._walk(prefix)}
         return {key: sizes[key] for key in sorted(sizes)}
 
-    def _walk(self, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    def _walk(self, prefix: str) -> list[tuple[str, os.DirEntry[str]]]:
         """``(key, entry)`` for every file below ``prefix`` (counts one "list")."""
         prefix = self._prefix(prefix)
         directory = self._listed_directory(prefix)
         self.counters.add(list=1)
-        stack = [(directory, prefix + "/" if prefix else "")]
-        while stack:
-            path, key_prefix = stack.pop()
-            for entry, is_dir in self._scan(path, prefix):
-                if is_dir:
-                    stack.append((entry.path, key_prefix + entry.name + "/"))
-                else:
-                    yield key_prefix + entry.name, entry
+        try:
+            return list(files.walk_entries(directory, prefix + "/" if prefix else ""))
+        except OSError as exc:
+            raise self._error("list", prefix, exc) from exc
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """Names of the files and directories directly below ``prefix``."""
@@ -574,7 +483,11 @@ class LocalStore(Store):
         self.counters.add(list=1)
         keys: list[str] = []
         dirs: list[str] = []
-        for entry, is_dir in self._scan(directory, prefix):
+        try:
+            entries = files.scan_entries(directory)
+        except OSError as exc:
+            raise self._error("list", prefix, exc) from exc
+        for entry, is_dir in entries:
             (dirs if is_dir else keys).append(entry.name)
         return sorted(keys), sorted(dirs)
 
@@ -586,25 +499,11 @@ class LocalStore(Store):
         self._check_real(directory, prefix)
         return directory
 
-    def _scan(self, directory: str, prefix: str) -> list[tuple[os.DirEntry[str], bool]]:
-        """``(entry, is_dir)`` for the files and directories of ``directory`` that are store entries."""
-        try:
-            with os.scandir(directory) as entries:
-                return [
-                    (entry, is_dir)
-                    for entry in entries
-                    if _listable(entry.name) and (is_dir := _entry_kind(entry)) is not None
-                ]
-        except _MISSING:
-            return []
-        except OSError as exc:
-            raise self._error("list", prefix, exc) from exc
-
     # ------------------------------------------------------------------------------------------ paths
     def _local_key(self, key: str) -> str:
         """Validate ``key`` for this store: the rules of every store, plus Windows' (no ``:``)."""
         key = self._key(key)
-        if _WINDOWS and ":" in key:
+        if files.WINDOWS and ":" in key:
             _check_local_key(key, self.url)
         return key
 
@@ -666,161 +565,8 @@ def _rebuild_local_store(root: str, read_only: bool, fsync: bool) -> LocalStore:
     return LocalStore(root, read_only=read_only, fsync=fsync)
 
 
-def _path_to_url(path: str) -> str:
-    """``file://`` URL of an absolute path, spelled like fsspec (no percent-encoding)."""
-    if _WINDOWS:
-        return "file:///" + path.replace("\\", "/")
-    return "file://" + path
-
-
 def _check_local_key(key: str, url: str) -> None:
     """Refuse keys a LocalStore cannot hold beyond the rules of every store (``normalize_key``): on Windows,
     ``:`` (a platform's limit, not applied to other stores, where existing data may use it)."""
-    if _WINDOWS and ":" in key:
+    if files.WINDOWS and ":" in key:
         raise InvalidPathError(f"invalid key {key!r}: ':' is not allowed in Windows file names", store=url)
-
-
-@functools.lru_cache(maxsize=64)
-def _lock_prefix(real_base: str) -> str:
-    """The lock files' path prefix for one store root (a private directory per user, created on first use;
-    the result is cached, so a directory that cannot be made is retried on every lock)."""
-    directory = os.path.join(tempfile.gettempdir(), f"zarr_dask-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    return os.path.join(directory, hashlib.sha256(os.fsencode(real_base)).hexdigest()[:32])
-
-
-def _open_lock_file(real_base: str, name: str) -> int:
-    """Open (create) the lock file of one store root and lock name."""
-    try:
-        return os.open(f"{_lock_prefix(real_base)}-{name}.lock", _LOCK_FLAGS, 0o600)
-    except FileNotFoundError:  # the directory was removed meanwhile (a temp-dir cleaner): make it again
-        _lock_prefix.cache_clear()
-        return os.open(f"{_lock_prefix(real_base)}-{name}.lock", _LOCK_FLAGS, 0o600)
-
-
-def _listable(name: str) -> bool:
-    """False for temporary files and names that are not valid keys."""
-    return not (name.startswith(".") and name.endswith(TEMP_SUFFIX)) and is_valid_key(name)
-
-
-def _entry_kind(entry: os.DirEntry[str]) -> bool | None:
-    """True for a directory, False for a regular file, None for anything else (symlinks included)."""
-    if entry.is_dir(follow_symlinks=False):
-        return True
-    if entry.is_file(follow_symlinks=False):
-        return False
-    return None
-
-
-def _regular_size(fd: int) -> int | None:
-    """Size of an open regular file, None for directories, FIFOs, devices..."""
-    info = os.fstat(fd)
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
-
-
-def _read_exactly(fd: int, offset: int, length: int) -> bytes:
-    """Read ``length`` bytes at ``offset`` (fewer if the file is shorter)."""
-    parts: list[bytes] = []
-    while length > 0:
-        part = _pread(fd, length, offset)
-        if not part:
-            break
-        parts.append(part)
-        offset += len(part)
-        length -= len(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _readv_exactly(fd: int, view: memoryview, offset: int) -> int:
-    """Fill ``view`` from the file at ``offset``; returns the bytes read (fewer if the file is shorter)."""
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
-        if n == 0:
-            break
-        done += n
-    return done
-
-
-def _pread(fd: int, length: int, offset: int) -> bytes:
-    """``os.pread``, or seek + read where there is none."""
-    if hasattr(os, "pread"):
-        return os.pread(fd, length, offset)
-    os.lseek(fd, offset, os.SEEK_SET)
-    return os.read(fd, length)
-
-
-def _read_range(fd: int, size: int, start: int | None, end: int | None) -> bytes:
-    """Read an fsspec-style range of an open file of ``size`` bytes."""
-    offset, length = resolve_range(start, end, size)
-    return _read_exactly(fd, offset, length) if length else b""
-
-
-def _write_all(fd: int, value: Buffer) -> None:
-    """Write a whole buffer, looping over short writes."""
-    view = memoryview(value).cast("B")
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _replace(temp: str, path: str) -> bool:
-    """Atomically move ``temp`` over ``path``."""
-    os.replace(temp, path)
-    return True
-
-
-def _create_exclusive(path: str, temp: str) -> bool:
-    """Fallback of :meth:`LocalStore._link` without hard links: ``O_EXCL`` create, then copy."""
-    try:
-        fd = os.open(path, _TEMP_FLAGS, 0o666)
-    except FileExistsError:
-        return False
-    try:
-        with open(temp, "rb") as source:
-            _write_all(fd, source.read())
-    finally:
-        os.close(fd)
-    return True
-
-
-def _unlink_quietly(path: str) -> None:
-    with suppress(OSError):
-        os.unlink(path)
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make a rename durable (no-op where directories cannot be opened)."""
-    if _WINDOWS:
-        return
-    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_tree(path: str) -> None:
-    """Remove the directory tree at ``path`` (a link to a directory: the link); missing is fine."""
-    if os.path.islink(path):
-        if os.path.isdir(path):
-            os.unlink(path)
-        return
-    if not os.path.isdir(path):
-        return
-    shutil.rmtree(path, ignore_errors=True)
-    if os.path.lexists(path):
-        shutil.rmtree(path)  # again, to raise the real error
-
-
-def _empty_directory(root: str) -> None:
-    """Remove everything inside ``root`` but ``root`` itself."""
-    try:
-        entries = list(os.scandir(root))
-    except _MISSING:
-        return
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            _remove_tree(entry.path)
-        else:
-            os.unlink(entry.path)
