@@ -14,7 +14,7 @@ import numpy as np
 
 from zarr_dask.codecs.shard_access import DEFAULT_COALESCING, Coalescing
 from zarr_dask.core import nodes
-from zarr_dask.core.chunk_io import ChunkIO, is_fill
+from zarr_dask.core.chunk_io import ChunkIO
 from zarr_dask.core.commit import check_no_incomplete_append, commit_held
 from zarr_dask.core.consolidated import create_node, refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
@@ -26,20 +26,20 @@ from zarr_dask.core.indexing import (
     normalize_selection,
 )
 from zarr_dask.core.lease import AppendLease
+from zarr_dask.core.resize import resized_metadata, trim_chunks
 from zarr_dask.core.selections import SelectionMixin, as_value
 from zarr_dask.errors import (
     ArrayNotFoundError,
     MetadataError,
     ReadOnlyError,
-    WriteConflictError,
     ZarrDaskError,
 )
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
-from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularDimGrid
+from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
-from zarr_dask.store.versioned import Versioned, conditional, transact
+from zarr_dask.store.versioned import conditional
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 
@@ -497,89 +497,16 @@ class Array(SelectionMixin):
             old_io, old_shape = self._io, self.shape
             grown = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n > o]
             if grown:  # what a failed or killed writer left beyond the shape must not show up
-                self._trim_chunks(old_io, old_shape, old_shape, grown, beyond=True)
+                trim_chunks(self._store, self._path, old_io, old_shape, old_shape, grown, beyond=True,
+                            write_empty_chunks=self._write_empty_chunks)  # fmt: skip
             self._replace_metadata(self._resized(new_shape), lease)
             shrunk = [d for d, (n, o) in enumerate(zip(new_shape, old_shape, strict=True)) if n < o]
             if shrunk:
-                self._trim_chunks(old_io, old_shape, new_shape, shrunk)
+                trim_chunks(self._store, self._path, old_io, old_shape, new_shape, shrunk,
+                            write_empty_chunks=self._write_empty_chunks)  # fmt: skip
 
     def _resized(self, new_shape: tuple[int, ...]) -> ArrayMetadata:
-        meta = self._metadata
-        if isinstance(meta, ArrayMetadataV3) and isinstance(meta.chunk_grid, RectilinearChunkGrid):
-            inner = self._io.sharding.chunk_shape if self._io.sharding is not None else None
-            grid = meta.chunk_grid.resized(new_shape, multiple_of=inner)
-            return dataclasses.replace(meta, shape=new_shape, chunk_grid=grid)
-        return dataclasses.replace(meta, shape=new_shape)
-
-    def _trim_chunks(
-        self,
-        old_io: ChunkIO,
-        old_shape: tuple[int, ...],
-        new_shape: tuple[int, ...],
-        dims: list[int],
-        *,
-        beyond: bool = False,
-    ) -> None:
-        """Make everything past ``new_shape`` along ``dims`` read as fill: delete the stored keys wholly past it
-        and reset the outside part of the keys it cuts (one listing). ``beyond``: look at every stored key (data
-        a failed writer left beyond the shape), not only those inside ``old_shape``'s grid."""
-        grid = old_io.metadata.chunk_grid
-        old_grid_shape = grid.grid_shape(old_shape)
-        stale: list[str] = []
-        edge: list[tuple[int, ...]] = []
-        prefix = key_prefix(self._path)
-        for key in self._store.list_prefix(prefix):
-            try:
-                coords = old_io.metadata.chunk_key_encoding.decode(key[len(prefix) :])
-            except ZarrDaskError:
-                continue
-            if len(coords) != self.ndim or (not beyond and any(c >= g for c, g in zip(coords, old_grid_shape, strict=True))):
-                continue
-            starts = [_start(old_io.grids[d], c) for d, c in enumerate(coords)]
-            if any(starts[d] is None or starts[d] >= new_shape[d] for d in dims):  # type: ignore[operator]
-                stale.append(key)
-            elif any(old_io.grids[d].start(coords[d]) + old_io.grids[d].size(coords[d]) > new_shape[d] for d in dims):
-                edge.append(coords)
-        if stale:
-            self._store.delete_many(stale)
-        self._reset_overhang(old_io, edge, new_shape)
-
-    def _reset_overhang(self, io: ChunkIO, edge: list[tuple[int, ...]], new_shape: tuple[int, ...]) -> None:
-        """Reset the part of each chunk of ``edge`` outside ``new_shape`` to the fill value, by compare-and-swap
-        where the store can (a region writer may be merging the same chunk's inside part at the same time)."""
-        pending = {io.chunk_key(coords): coords for coords in edge}
-        if not pending:
-            return
-
-        def step(got: Mapping[str, Versioned]) -> dict[str, bytes | None]:
-            return {
-                key: self._without_overhang(io, key, pending[key], found.value, new_shape)
-                for key, found in got.items()
-                if found.value is not None
-            }
-
-        cas = conditional(self._store)
-        if cas is None:  # (the append lease does not exist here: nothing else to coordinate with)
-            writes = step({k: Versioned(v, None) for k, v in self._store.get_many(list(pending)).items()})
-            self._store.set_many({k: v for k, v in writes.items() if v is not None})
-            self._store.delete_many([k for k, v in writes.items() if v is None])
-            return
-        transact(cas, list(pending), step, independent=True, exhausted=lambda keys, n: WriteConflictError(
-            f"chunk {keys[0]!r} kept changing while its part outside the new shape was being reset",
-            store=self._store.url, path=self._path))  # fmt: skip
-
-    def _without_overhang(
-        self, io: ChunkIO, key: str, coords: tuple[int, ...], data: bytes, new_shape: tuple[int, ...]
-    ) -> bytes | None:
-        chunk = np.array(io.decode_chunk(key, data, coords), copy=True)
-        inside = tuple(
-            slice(0, max(0, min(g.size(c), n - g.start(c)))) for g, c, n in zip(io.grids, coords, new_shape, strict=True)
-        )
-        fresh = np.full(chunk.shape, io.fill, dtype=chunk.dtype)
-        fresh[inside] = chunk[inside]
-        if not self._write_empty_chunks and is_fill(fresh, io.fill):
-            return None  # nothing left inside the array: store nothing, as a write would
-        return io.encode_chunk(key, fresh, coords)
+        return resized_metadata(self._metadata, new_shape, self._io.sharding)
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns the new shape.
@@ -666,12 +593,3 @@ class Array(SelectionMixin):
         dims = normalize_selection(Ellipsis, self.shape)
         for p in chunk_projections(dims, self._io.grids, self.shape):
             yield p.coords
-
-
-
-def _start(grid: Any, c: int) -> int | None:
-    """Where chunk ``c`` of a dimension starts, None for a chunk beyond the grid's last edge (rectilinear)."""
-    try:
-        return int(grid.start(c))
-    except (IndexError, ValueError, ZarrDaskError):
-        return None
