@@ -42,7 +42,7 @@ _LAZY = {
     "Limits": "zarr_dask.spec.limits",
     "get_limits": "zarr_dask.spec.limits",
     "set_limits": "zarr_dask.spec.limits",
-    "release_memory": "zarr_dask.memory",
+    "release_memory": "zarr_dask.pools",
     "config": "zarr_dask.config",
 }
 
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from zarr_dask.graph import explain_write as explain_write
     from zarr_dask.graph import from_zarr as from_zarr
     from zarr_dask.graph import to_zarr as to_zarr
-    from zarr_dask.memory import release_memory as release_memory
+    from zarr_dask.pools import release_memory as release_memory
     from zarr_dask.spec.limits import Limits as Limits
     from zarr_dask.spec.limits import get_limits as get_limits
     from zarr_dask.spec.limits import set_limits as set_limits
