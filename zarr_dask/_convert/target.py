@@ -30,7 +30,7 @@ from zarr_dask.spec.chunk_grid import RectilinearChunkGrid, RegularChunkGrid
 from zarr_dask.spec.json import prefixed
 from zarr_dask.spec.layout import flat_codecs, sharding_of
 from zarr_dask.zom import ArraySpec, GroupSpec
-from zarr_dask.zom.convert import array_to_format
+from zarr_dask.zom.v2_to_v3 import array_to_format
 
 __all__ = ["TargetOptions", "inner_chunks", "select", "shard_shape", "target_array", "target_tree"]
 

@@ -14,10 +14,10 @@ from zarr_dask.spec.dtypes import DataType
 from zarr_dask.spec.json import JsonEquality, loads, prefixed, to_jsonable
 from zarr_dask.spec.layout import Sharding, sharding_of
 from zarr_dask.zom.build import metadata_from_array
-from zarr_dask.zom.convert import array_to_format
 from zarr_dask.zom.diff import diff
 from zarr_dask.zom.schema import json_schema
 from zarr_dask.zom.tree import WriteReport, port
+from zarr_dask.zom.v2_to_v3 import array_to_format
 
 if TYPE_CHECKING:
     import numpy as np
@@ -302,7 +302,7 @@ class ArraySpec(NotebookDisplay, JsonEquality):
         return ArraySpec(metadata=dataclasses.replace(self.metadata, **changes))
 
     def to_format(self, zarr_format: ZarrFormat, *, chunk_key_encoding: Literal["v2", "default"] = "v2") -> ArraySpec:
-        """This array in another Zarr format (v2 -> v3; see :func:`zarr_dask.zom.convert.array_to_v3`)."""
+        """This array in another Zarr format (v2 -> v3; see :func:`zarr_dask.zom.v2_to_v3.array_to_v3`)."""
         return ArraySpec(metadata=array_to_format(self.metadata, zarr_format, chunk_key_encoding=chunk_key_encoding))
 
     # ------------------------------------------------------------------ comparison, schema, I/O

@@ -25,10 +25,10 @@ from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.json import JsonEquality, prefixed, to_jsonable
 from zarr_dask.spec.paths import normalize_path, validate_node_name
 from zarr_dask.zom.array import ArraySpec, NotebookDisplay, array_metadata, document, is_array_document
-from zarr_dask.zom.convert import array_to_format
 from zarr_dask.zom.diff import Diff, diff
 from zarr_dask.zom.schema import json_schema
 from zarr_dask.zom.tree import WriteReport, iter_nodes, port
+from zarr_dask.zom.v2_to_v3 import array_to_format
 
 __all__ = ["ArraySpec", "GroupSpec", "Node", "build_tree", "from_json", "iter_nodes", "tree_from_flat"]
 
@@ -235,7 +235,7 @@ class GroupSpec(NotebookDisplay, JsonEquality):
     # ------------------------------------------------------------------ conversion, comparison, I/O
     def to_format(self, zarr_format: ZarrFormat, *, chunk_key_encoding: Literal["v2", "default"] = "v2") -> GroupSpec:
         """The hierarchy in another Zarr format (v2 -> v3: codecs translated, ``_ARRAY_DIMENSIONS`` ->
-        ``dimension_names``, chunk bytes unchanged; see :func:`zarr_dask.zom.convert.array_to_v3`).
+        ``dimension_names``, chunk bytes unchanged; see :func:`zarr_dask.zom.v2_to_v3.array_to_v3`).
 
         Examples
         --------
@@ -390,7 +390,7 @@ def _group_from_json(doc: dict[str, Any], path: str) -> GroupSpec:
 
 # ------------------------------------------------------------------ format conversion and the flat form
 def _to_format(node: GroupSpec, path: str, fmt: ZarrFormat, keys: Literal["v2", "default"]) -> GroupSpec:
-    """Every node of a hierarchy in format ``fmt`` (:mod:`zarr_dask.zom.convert`); node paths named in errors."""
+    """Every node of a hierarchy in format ``fmt`` (:mod:`zarr_dask.zom.v2_to_v3`); node paths named in errors."""
     if node.zarr_format != fmt and fmt == 2:
         raise MetadataError("converting Zarr v3 specs to v2 is not supported; keep the hierarchy in v3")
     members: dict[str, ArraySpec | GroupSpec] | None = None
