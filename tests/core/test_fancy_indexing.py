@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import zarr_dask
 from zarr_dask.codecs.shard_access import Coalescing
-from zarr_dask.core import fancy
+from zarr_dask.core import indexing_fancy as fancy
 from zarr_dask.errors import IndexingError, ReadOnlyError
 from zarr_dask.store import MemoryStore
 

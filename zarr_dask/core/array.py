@@ -25,9 +25,9 @@ from zarr_dask.core.indexing import (
     finalize_output,
     normalize_selection,
 )
+from zarr_dask.core.indexing_api import SelectionMixin, as_value
 from zarr_dask.core.lease import AppendLease
 from zarr_dask.core.resize import resized_metadata, trim_chunks
-from zarr_dask.core.selections import SelectionMixin, as_value
 from zarr_dask.errors import (
     ArrayNotFoundError,
     MetadataError,

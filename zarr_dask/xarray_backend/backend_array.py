@@ -2,7 +2,7 @@
 
 :class:`ZarrDaskBackendArray` is an :class:`xarray.backends.BackendArray`: xarray hands it basic, outer or
 vectorized indexers (``IndexingSupport.VECTORIZED``) and it reads just the storage units the selection
-touches (:mod:`~zarr_dask.xarray_backend.selection`). It pickles by configuration (store, path, metadata), so
+touches (:mod:`~zarr_dask.xarray_backend.indexers`). It pickles by configuration (store, path, metadata), so
 opened datasets travel to ``distributed`` workers, and it supports ``async_getitem`` for
 ``Dataset.load_async``.
 
@@ -30,8 +30,8 @@ from xarray.coding.strings import create_vlen_dtype
 from xarray.core import indexing
 
 from zarr_dask.graph.handle import ArrayHandle
+from zarr_dask.xarray_backend.indexers import read_basic, read_outer, read_vectorized
 from zarr_dask.xarray_backend.prefetch import PREFETCH_LIMIT, CoordinatePrefetch
-from zarr_dask.xarray_backend.selection import read_basic, read_outer, read_vectorized
 
 __all__ = ["PREFETCH_LIMIT", "CoordinatePrefetch", "ZarrDaskBackendArray", "backend_dtype"]
 

@@ -1,7 +1,7 @@
 """zarr-python's indexing API on :class:`~zarr_dask.core.array.Array`: ``oindex``, ``vindex``, ``blocks`` and the
 ``get_*_selection`` / ``set_*_selection`` methods (a mixin, so ``array.py`` keeps to storage and metadata).
 
-Parsing lives in :mod:`zarr_dask.core.fancy`, chunk IO in :mod:`zarr_dask.core.tiles`.
+Parsing lives in :mod:`zarr_dask.core.indexing_fancy`, chunk IO in :mod:`zarr_dask.core.indexing_tiles`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_dask.core import fancy, tiles
+from zarr_dask.core import indexing_fancy as fancy
+from zarr_dask.core import indexing_tiles as tiles
 from zarr_dask.errors import MetadataError, ReadOnlyError, ZarrDaskError
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Orthogonal (``oindex``), coordinate / mask (``vindex``) and block (``blocks``) selections: parsing.
 
 Each kind of key is normalised here into per-dimension integer positions (:class:`OrthogonalSelection`,
-:class:`CoordinateSelection`) or a region (:func:`block_selection`); :mod:`zarr_dask.core.tiles` reads and
+:class:`CoordinateSelection`) or a region (:func:`block_selection`); :mod:`zarr_dask.core.indexing_tiles` reads and
 writes them. The meaning of each selection follows zarr-python 3 (``Array.oindex``, ``Array.vindex``, ``Array.blocks``,
 and the dispatch of ``Array.__getitem__``); integer arrays may be unsorted, repeat and be negative.
 """

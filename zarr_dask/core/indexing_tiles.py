@@ -23,8 +23,8 @@ import numpy as np
 
 from zarr_dask.codecs.shard_access import InnerPart
 from zarr_dask.core.chunk_io import ChunkIO, run_batches
-from zarr_dask.core.fancy import CoordinateSelection, IntArray, OrthogonalSelection
 from zarr_dask.core.indexing import ChunkProjection, DimGridLike
+from zarr_dask.core.indexing_fancy import CoordinateSelection, IntArray, OrthogonalSelection
 from zarr_dask.errors import IndexingError
 
 
@@ -106,7 +106,7 @@ def plan_orthogonal(
     Positions 9, 1, 2 of a dimension cut in chunks of 4: two tiles (chunk 0 from 1 to 3, chunk 2 at 1), a
     buffer of 3 elements, gathered back in the order asked for:
 
-    >>> from zarr_dask.core.fancy import orthogonal_selection
+    >>> from zarr_dask.core.indexing_fancy import orthogonal_selection
     >>> from zarr_dask.spec.chunk_grid import RegularDimGrid
     >>> t = plan_orthogonal(orthogonal_selection(([9, 1, 2],), (10,)), [RegularDimGrid(chunk_size=4, extent=10)], (10,))
     >>> [(p.coords, p.chunk_sel[0]) for p in t.projections], t.buffer_shape, t.take[0].tolist()
