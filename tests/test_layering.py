@@ -36,7 +36,9 @@ ALLOWED_THIRD_PARTY = {
 }
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, names: bool = False) -> set[str]:
+    """Every absolute module ``path`` imports (in functions and under ``TYPE_CHECKING`` too); with ``names``
+    also ``module.name`` for each name of a ``from module import name``."""
     tree = ast.parse(path.read_text(), str(path))
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -44,6 +46,8 @@ def _imports(path: Path) -> set[str]:
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
+            if names:
+                out.update(f"{node.module}.{a.name}" for a in node.names)
     return out
 
 
@@ -139,25 +143,12 @@ def test_architecture_page_matches_the_imports() -> None:
         assert not (rows.get(package, set()) & forbidden), f"the page lets {package} import {rows[package] & forbidden}"
 
 
-def _all_imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, relative imports and those under ``TYPE_CHECKING`` or in functions too."""
-    tree = ast.parse(path.read_text(), str(path))
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
-    return out
-
-
 def test_zom_modules_import_each_other_without_a_cycle() -> None:
     """The model (``zom/model.py``, ``zom/array.py``) sits below the modules that read, write and check it; they
     reach the store through ``zom/tree.py``'s port, never by importing back (not even inside a function)."""
     zom = {p.stem: p for p in (PKG / "zom").glob("*.py") if p.stem != "__init__"}
     edges = {
-        name: {m.split(".")[2] for m in _all_imports(path) if m.startswith("zarr_dask.zom.") and m.split(".")[2] in zom}
+        name: {m.split(".")[2] for m in _imports(path, names=True) if m.startswith("zarr_dask.zom.") and m.split(".")[2] in zom}
         - {name}
         for name, path in zom.items()
     }
