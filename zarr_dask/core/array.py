@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,6 +27,7 @@ from zarr_dask.core.indexing import (
 )
 from zarr_dask.core.indexing_api import SelectionMixin, as_value
 from zarr_dask.core.lease import AppendLease
+from zarr_dask.core.node import Node
 from zarr_dask.core.resize import resized_metadata, trim_chunks
 from zarr_dask.errors import (
     ArrayNotFoundError,
@@ -42,48 +43,6 @@ from zarr_dask.store import Store, open_store
 from zarr_dask.store.versioned import conditional
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
-
-
-class Attributes(MutableMapping[str, Any]):
-    """User attributes of a node; every change is written through to the store at once."""
-
-    def __init__(self, node: Array | Any) -> None:
-        self._node = node
-
-    def _attrs(self) -> dict[str, Any]:
-        return dict(self._node.metadata.attributes)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._attrs()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._attrs())
-
-    def __len__(self) -> int:
-        return len(self._attrs())
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.update({key: value})
-
-    def __delitem__(self, key: str) -> None:
-        attrs = self._attrs()
-        del attrs[key]
-        self._node._set_attributes(attrs)
-
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:
-        attrs = self._attrs()
-        attrs.update(dict(other), **kwargs)
-        self._node._set_attributes(attrs)
-
-    def put(self, attributes: Mapping[str, Any]) -> None:
-        """Replace all attributes."""
-        self._node._set_attributes(dict(attributes))
-
-    def asdict(self) -> dict[str, Any]:
-        return self._attrs()
-
-    def __repr__(self) -> str:
-        return repr(self._attrs())
 
 
 @dataclass(frozen=True)
@@ -133,7 +92,7 @@ def _human(n: float) -> str:
     return str(n)
 
 
-class Array(SelectionMixin):
+class Array(SelectionMixin, Node):
     """A Zarr array (v2 or v3) in a store.
 
     Create with :func:`zarr_dask.create_array`, open with :func:`zarr_dask.open_array`. Reading
@@ -289,26 +248,6 @@ class Array(SelectionMixin):
         return self._metadata
 
     @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def name(self) -> str:
-        return "/" + self._path
-
-    @property
-    def basename(self) -> str:
-        return self._path.rsplit("/", 1)[-1]
-
-    @property
-    def zarr_format(self) -> Literal[2, 3]:
-        return self._metadata.zarr_format
-
-    @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self._metadata.shape)
 
@@ -396,16 +335,8 @@ class Array(SelectionMixin):
         return self._order
 
     @property
-    def attrs(self) -> Attributes:
-        return Attributes(self)
-
-    @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
         return self._metadata.dimension_names
-
-    @property
-    def read_only(self) -> bool:
-        return self._store.read_only
 
     @property
     def codecs(self) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from zarr_dask.core import nodes
-from zarr_dask.core.array import Array, Attributes
+from zarr_dask.core.array import Array
 from zarr_dask.core.consolidated import (
     consolidated_entry,
     consolidated_lock,
@@ -17,6 +17,7 @@ from zarr_dask.core.consolidated import (
     refresh_consolidated,
     refresh_keys,
 )
+from zarr_dask.core.node import Node
 from zarr_dask.errors import (
     GroupNotFoundError,
     NodeNotFoundError,
@@ -33,7 +34,7 @@ GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
 NodeMeta = ArrayMetadataV2 | ArrayMetadataV3 | GroupMeta
 
 
-class Group:
+class Group(Node):
     """A Zarr group. Open with :func:`zarr_dask.open_group`, create with :func:`zarr_dask.create_group`.
 
     Members are found from consolidated metadata when the group has it (no listing at all), else with one
@@ -125,28 +126,8 @@ class Group:
 
     # ------------------------------------------------------------------ properties
     @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def name(self) -> str:
-        return "/" + self._path
-
-    @property
-    def basename(self) -> str:
-        return self._path.rsplit("/", 1)[-1]
-
-    @property
     def metadata(self) -> GroupMeta:
         return self._metadata
-
-    @property
-    def zarr_format(self) -> ZarrFormat:
-        return self._metadata.zarr_format
 
     @property
     def implicit(self) -> bool:
@@ -156,14 +137,6 @@ class Group:
     @property
     def consolidated_metadata(self) -> ConsolidatedMetadata | None:
         return self._consolidated
-
-    @property
-    def attrs(self) -> Attributes:
-        return Attributes(self)
-
-    @property
-    def read_only(self) -> bool:
-        return self._store.read_only
 
     def _set_attributes(self, attributes: dict[str, Any]) -> None:
         """Write the new attributes, keeping the consolidated metadata as stored *now* (not as opened: a write
