@@ -165,3 +165,33 @@ def test_zom_modules_import_each_other_without_a_cycle() -> None:
     for name in sorted(zom):
         visit(name, [])
     assert not edges["model"] & {"io", "write", "conventions"} and not edges["array"] & {"io", "write", "model"}
+
+
+#: The modules that keep per-thread state, and why it never crosses a layer: each thread-local is private to its
+#: module and set and read by that module's own functions only (a cache, or reentrancy within one call).
+THREAD_LOCALS = {
+    "store/arena.py": "the calling thread's read arena, reused across its reads",
+    "store/requests.py": "request slots this thread holds already, so a nested batched call reuses them",
+    "core/consolidated.py": "the consolidated locks this thread holds already (reentrancy)",
+    "core/chunk_io.py": "the calling thread's scratch buffers",
+}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_thread_local_state_crosses_layers(path: Path) -> None:
+    """Only the modules of THREAD_LOCALS keep thread-local state, none of them exposes it, and no other module
+    reads or sets it: what one layer decides for another (write-behind, say) is passed down as an object."""
+    rel = str(path.relative_to(PKG))
+    tree = ast.parse(path.read_text(), str(path))
+    locals_made = [
+        n for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "local"
+        and isinstance(n.func.value, ast.Name) and n.func.value.id == "threading"
+    ]  # fmt: skip
+    if rel.startswith("testing/"):
+        return
+    assert bool(locals_made) == (rel in THREAD_LOCALS), f"{rel}: thread-local state outside THREAD_LOCALS (or gone from it)"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) for t in node.targets) and node.value in locals_made:
+            for target in node.targets:
+                assert isinstance(target, ast.Name) and target.id.startswith("_"), f"{rel}: {target} is public"

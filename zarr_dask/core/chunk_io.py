@@ -52,8 +52,9 @@ from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.spec.paths import key_prefix
-from zarr_dask.store import Store, uploads
+from zarr_dask.store import Store
 from zarr_dask.store.arena import read_arena
+from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
 _log = logging.getLogger("zarr_dask.core")
@@ -674,7 +675,9 @@ class ChunkIO:
                 f"shard {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
             ) from e
 
-    def write_from(self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+    def write_from(
+        self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, behind: WriteBehind | None = None
+    ) -> None:
         """Write the storage keys of ``projections`` (chunks, or shards when sharded) from ``value`` (full rank,
         aligned with the selection).
 
@@ -684,24 +687,30 @@ class ChunkIO:
         write only if the version is unchanged, and on a conflict read and merge again (see
         :meth:`_merge_conditionally`), so independent writers of the same key never lose each other's data.
         Other stores read, merge and write the key once, protected only against the writers of this process's
-        plan (an :class:`~zarr_dask.errors.UnprotectedWriteWarning` says so once per array).
+        plan (an :class:`~zarr_dask.errors.UnprotectedWriteWarning` says so once per array). ``behind``: the
+        write's deferred uploads, to which the keys covered whole are offered (:mod:`zarr_dask.store.uploads`).
         """
         if self.sharding is not None:
             inner = self.sharding.chunk_shape
             self.write_shard_units(
                 value,
                 [(p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete) for p in projections],
+                behind=behind,
             )
             return
-        self._write_keys(value, [(self.chunk_key(p.coords), p.coords, p.complete, p) for p in projections], self._chunk_bytes)
+        items = [(self.chunk_key(p.coords), p.coords, p.complete, p) for p in projections]
+        self._write_keys(value, items, self._chunk_bytes, behind)
 
-    def write_shard_units(self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
+    def write_shard_units(
+        self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit], *, behind: WriteBehind | None = None
+    ) -> None:
         """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard not
         ``complete`` is merged with its stored inner chunks as :meth:`write_from` merges partly covered keys."""
         self._write_keys(
             value,
             [(self.chunk_key(coords), coords, complete, (coords, parts)) for coords, parts, complete in units],
             self._shard_bytes,
+            behind,
         )
 
     def _keeps_empty(self, coords: tuple[int, ...]) -> bool:
@@ -733,10 +742,12 @@ class ChunkIO:
             return "create"
         return "merge"
 
-    def _write_keys(self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, Any, bool, Any]], build: _Build) -> None:
+    def _write_keys(
+        self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, Any, bool, Any]], build: _Build,
+        behind: WriteBehind | None,
+    ) -> None:  # fmt: skip
         """Write ``(key, coords, covered whole, what build needs)`` items (see :meth:`write_from`). Keys written
-        plainly may be uploaded behind the calling dask task (:mod:`zarr_dask.store.uploads`); the others never
-        are. A key that reaches past the array's shape is merged even when covered whole, so rows another
+        plainly are offered to ``behind`` (uploaded behind the calling dask task); the others never are. A key that reaches past the array's shape is merged even when covered whole, so rows another
         writer appended meanwhile survive a write planned on the shorter shape."""
         cas = conditional(self.store)
         to_set: dict[str, bytes] = {}
@@ -767,7 +778,7 @@ class ChunkIO:
                     merged[key] = data
                 elif key in existing:
                     to_delete.append(key)
-        if to_set and uploads.set_many(self.store, to_set, batched_io=self.store.batched_io):
+        if to_set and behind is not None and behind.offer(self.store, to_set, batched_io=self.store.batched_io):
             to_set = {}
         if to_set or merged:
             self.store.set_many({**to_set, **merged})

@@ -31,6 +31,7 @@ from zarr_dask.graph import buffers
 from zarr_dask.spec import ArrayMetadata
 from zarr_dask.spec.layout import sharding_of
 from zarr_dask.store import MemoryStore, Store
+from zarr_dask.store.uploads import WriteBehind
 
 __all__ = ["ArrayHandle", "is_sharded"]
 
@@ -200,19 +201,23 @@ class ArrayHandle:
         for i in range(0, len(projections), n):
             self.io.read_into(out, projections[i : i + n])
 
-    def write_box(self, value: np.ndarray[Any, Any], box: Sequence[tuple[int, int]]) -> int:
+    def write_box(
+        self, value: np.ndarray[Any, Any], box: Sequence[tuple[int, int]], *, behind: WriteBehind | None = None
+    ) -> int:
         """Write ``value`` into the array box ``[(start, stop), ...]``; returns the number of storage keys.
 
-        Keys only partly inside the box are read, merged and written back (inside this call, once).
+        Keys only partly inside the box are read, merged and written back (inside this call, once). ``behind``:
+        the write's deferred uploads (:class:`~zarr_dask.store.uploads.WriteBehind`), or None to store every key
+        before returning.
         """
         dims = [DimSelection(lo, hi, 1) for lo, hi in box]
         projections = list(chunk_projections(dims, self.io.grids, self.shape))
         if self.store.batched_io:
-            self.io.write_from(value, projections)
+            self.io.write_from(value, projections, behind=behind)
         else:
             n = self.local_batch
             for i in range(0, len(projections), n):
-                self.io.write_from(value, projections[i : i + n])
+                self.io.write_from(value, projections[i : i + n], behind=behind)
         return len(projections)
 
     @property

@@ -27,8 +27,8 @@ from zarr_dask.graph.gateway import data, fan_in, ref, task
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
-from zarr_dask.store import uploads
 from zarr_dask.store.transactions import Carried, carry, combine, is_transactional, task_store
+from zarr_dask.store.uploads import WriteBehind
 
 __all__ = [
     "commit_metadata",
@@ -79,9 +79,7 @@ def write_group(handle: ArrayHandle, box: Box, edges: Edges, group: Group, *bloc
     own = task_store(handle.store)
     if own is not handle.store:  # a transaction's copy in another process: a fork of this task's own, carried back
         return carry(own, _rebound(handle, own).write_box(value, box))  # type: ignore[no-any-return]
-    deferred = token if _may_defer(built_in) else None
-    with uploads.behind(deferred):
-        return handle.write_box(value, box)
+    return handle.write_box(value, box, behind=WriteBehind(token) if _may_defer(built_in) else None)
 
 
 def _rebound(handle: ArrayHandle, store: Any) -> ArrayHandle:
@@ -163,7 +161,7 @@ def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_to
     """The final task of a write: refresh consolidated metadata (from the metadata written, or for a region
     write, which changes none, from the array's own document), release the pending write; returns the number
     of keys written."""
-    uploads.drain(token)
+    WriteBehind(token).drain()
     release(store_token, handle.path, token)
     with _exclusive(handle.store, handle.path, consolidated):
         _refresh(handle, None if action == "region" else handle.metadata, consolidated)
@@ -188,7 +186,7 @@ def commit_metadata(
     own = task_store(handle.store)
     handle = _rebound(handle, own) if own is not handle.store else handle
     store, path = handle.store, handle.path
-    uploads.drain(token)
+    WriteBehind(token).drain()
     release(store_token, path, token)
     with _exclusive(store, path, consolidated):
         extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []

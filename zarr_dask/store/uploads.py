@@ -17,14 +17,15 @@ task may run in another process than the writer tasks) or in another process tha
 graph (dask's multiprocessing scheduler), and stores without batched I/O (local files, memory), where a
 write is not waiting on a network.
 
+The writer task holds a :class:`WriteBehind` for its write and passes it down explicitly (the graph layer
+makes it, ``ChunkIO`` offers its whole keys to it, the final task drains it): no thread-local state.
+
 Examples
 --------
 >>> from zarr_dask.store import MemoryStore
 >>> store = MemoryStore()
->>> group = "doc-example-write"
->>> with behind(group):
-...     deferred = set_many(store, {"c/0": b"x"}, batched_io=True)
->>> deferred, drain(group), store.get("c/0")
+>>> behind = WriteBehind("doc-example-write")
+>>> behind.offer(store, {"c/0": b"x"}, batched_io=True), behind.drain(), store.get("c/0")
 (True, None, b'x')
 """
 
@@ -32,14 +33,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_dask import config
 
-__all__ = ["behind", "drain", "pending_bytes", "set_many"]
+__all__ = ["WriteBehind", "pending_bytes"]
 
 #: Uploader threads at most (each sends one batched call at a time).
 _WORKERS = 8
@@ -52,7 +52,6 @@ _groups: dict[str, _Group] = {}
 _used = 0  # bytes queued or being uploaded
 _workers = 0
 _idle = 0
-_local = threading.local()
 
 
 @dataclass
@@ -72,51 +71,45 @@ class _Upload:
         self.nbytes = sum(len(v) for v in self.items.values())
 
 
-@contextmanager
-def behind(group: str | None) -> Iterator[None]:
-    """While the block runs, whole-key writes of this thread to batched stores are queued under ``group``
-    (None: written at once, as outside the block)."""
-    previous = getattr(_local, "group", None)
-    _local.group = group
-    try:
-        yield
-    finally:
-        _local.group = previous
+@dataclass(frozen=True)
+class WriteBehind:
+    r"""The deferred uploads of one write (``group``: the write's token): writer tasks :meth:`offer` their whole
+    keys to it and go on; the write's final task :meth:`drain`\ s it. Picklable and cheap to make: the queue and
+    the uploader threads are the process's."""
 
+    group: str
 
-def set_many(store: Any, items: Mapping[str, bytes], *, batched_io: bool) -> bool:
-    """Queue ``items`` for upload under this thread's group (see :func:`behind`); returns False, having done
-    nothing, when there is no group or the store is not batched (the caller writes them itself)."""
-    global _used
-    group = getattr(_local, "group", None)
-    if group is None or not batched_io or not items:
-        return False
-    upload = _Upload(store, group, dict(items))
-    limit = int(config.get("write_behind"))
-    with _cond:
-        while _used and _used + upload.nbytes > limit:  # room for it (one larger than the limit goes alone)
-            _cond.wait()
-        _used += upload.nbytes
-        _groups.setdefault(group, _Group()).pending += 1
-        _queue.append(upload)
-        if not _idle and _workers < _WORKERS:
-            _start_worker()
-        _cond.notify_all()
-    return True
+    def offer(self, store: Any, items: Mapping[str, bytes], *, batched_io: bool) -> bool:
+        """Queue ``items`` for upload; returns False, having done nothing, when the store is not batched or
+        there is nothing to queue (the caller writes them itself). Waits for room under ``write_behind``."""
+        global _used
+        if not batched_io or not items:
+            return False
+        upload = _Upload(store, self.group, dict(items))
+        limit = int(config.get("write_behind"))
+        with _cond:
+            while _used and _used + upload.nbytes > limit:  # room for it (one larger than the limit goes alone)
+                _cond.wait()
+            _used += upload.nbytes
+            _groups.setdefault(self.group, _Group()).pending += 1
+            _queue.append(upload)
+            if not _idle and _workers < _WORKERS:
+                _start_worker()
+            _cond.notify_all()
+        return True
 
-
-def drain(group: str) -> None:
-    """Wait until every upload queued under ``group`` is stored; raise the first error one of them met."""
-    with _cond:
-        found = _groups.get(group)
-        if found is None:
-            return
-        while found.pending:
-            _cond.wait()
-        if _groups.get(group) is found:
-            del _groups[group]
-    if found.error is not None:
-        raise found.error
+    def drain(self) -> None:
+        """Wait until every upload queued under this write is stored; raise the first error one of them met."""
+        with _cond:
+            found = _groups.get(self.group)
+            if found is None:
+                return
+            while found.pending:
+                _cond.wait()
+            if _groups.get(self.group) is found:
+                del _groups[self.group]
+        if found.error is not None:
+            raise found.error
 
 
 def pending_bytes() -> int:
