@@ -41,9 +41,6 @@ def release_memory() -> dict[str, int]:
     from zarr_dask.store.arena import release_read_arena
 
     pools = chunk_io.shutdown_pool()
-    handle = sys.modules.get("zarr_dask.graph.handle")  # only if the dask engine was used (no dask import here)
-    if handle is not None:
-        pools += handle.shutdown_read_pools()
     freed = 0
     buffers = sys.modules.get("zarr_dask.graph.buffers")
     if buffers is not None:

@@ -80,7 +80,6 @@ def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
     )
 #: ``(shard coords, inner chunks touched, the selection covers the whole shard)``
 ShardUnit = tuple[tuple[int, ...], list[InnerPart], bool]
-_POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
 #: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
@@ -100,29 +99,32 @@ def io_threads() -> int:
     return int(config.get("io_threads"))
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
+_POOLS: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote")
+
+
+def thread_pool(kind: str, threads: int | None = None) -> ThreadPoolExecutor:
+    """A lasting pool of ``threads`` threads (default: the ``io_threads`` knob): ``"io"`` for direct reads and
+    writes, ``"read"`` for whole reads into one result (their per-thread read buffers are reused, see
+    :mod:`zarr_dask.store.arena`), ``"remote"`` for the batches of remote reads and writes (mostly waiting on the
+    network; see :func:`remote_plan`)."""
+    size = io_threads() if threads is None else threads
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(io_threads(), thread_name_prefix="zarr_dask_io")
-        return _POOL
+        pool = _POOLS.get((kind, size))
+        if pool is None:
+            pool = _POOLS[(kind, size)] = ThreadPoolExecutor(size, thread_name_prefix=f"zarr_dask_{kind}")
+        return pool
 
 
 def shutdown_pool() -> int:
-    """Shut the I/O thread pools down (their threads end; new ones are made on the next use); returns how many
-    there were. For :func:`zarr_dask.release_memory`."""
-    global _POOL
+    """Shut every thread pool of this module down (their threads and per-thread buffers end; new ones are made
+    on the next use); returns how many there were. For :func:`zarr_dask.release_memory`."""
     with _POOL_LOCK:
-        pools = [p for p in (_POOL, *_REMOTE_POOLS.values()) if p is not None]
-        _POOL = None
-        _REMOTE_POOLS.clear()
+        pools = list(_POOLS.values())
+        _POOLS.clear()
     for pool in pools:
         pool.shutdown(wait=True)
     return len(pools)
-
-
-_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote")
-_REMOTE_POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def remote_plan(keys: int, threads: int) -> tuple[int, int]:
@@ -138,16 +140,6 @@ def remote_plan(keys: int, threads: int) -> tuple[int, int]:
     step = max(1, min(-(-keys // (4 * threads)), limit // (2 * threads) or 1))
     batches = -(-keys // step)
     return max(1, min(batches, max(threads, -(-limit // step)))), step
-
-
-def _remote_pool(threads: int) -> ThreadPoolExecutor:
-    """A lasting pool of ``threads`` threads for the batches of remote reads and writes (mostly waiting on the
-    network; see :func:`remote_plan`)."""
-    with _POOL_LOCK:
-        pool = _REMOTE_POOLS.get(threads)
-        if pool is None:
-            pool = _REMOTE_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_remote")
-        return pool
 
 
 def run_batches(
@@ -178,7 +170,7 @@ def run_batches(
         return
     if batched_io and batch_size is None:
         threads, batch_size = remote_plan(n, threads)
-        pool = pool or _remote_pool(threads)
+        pool = pool or thread_pool("remote", threads)
     size = batch_size or 1
     batches = [items[i : i + size] for i in range(0, n, size)]
     claim = itertools.count()  # next() is atomic under the GIL: each batch runs exactly once
@@ -195,7 +187,7 @@ def run_batches(
                 failed.append(e)
                 return
 
-    helpers = [(pool or _pool()).submit(work) for _ in range(min(threads, len(batches)) - 1)]
+    helpers = [(pool or thread_pool("io")).submit(work) for _ in range(min(threads, len(batches)) - 1)]
     work()
     for f in helpers:
         if not f.cancel():  # a helper still queued behind other reads has nothing left to do: drop it
@@ -618,17 +610,34 @@ class ChunkIO:
         self.read_projections(out, projections, threads=threads)
         return out
 
+    def batches(self, projections: Sequence[ChunkProjection]) -> list[Sequence[ChunkProjection]]:
+        """How storage units are grouped into store calls: all in one on remote stores (one concurrent call),
+        :attr:`local_batch` at a time on local ones (the stored bytes stay in cache until decoded)."""
+        if self.store.batched_io or not projections:
+            return [projections]
+        n = self.local_batch
+        return [projections[i : i + n] for i in range(0, len(projections), n)]
+
     def read_projections(
-        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None
-    ) -> None:
-        """:meth:`read_into` over batches of ``projections`` (storage units), in parallel."""
-        run_batches(
-            lambda batch: self.read_into(out, batch),
-            projections,
-            threads=threads,
-            batched_io=self.store.batched_io,
-            batch_size=self.local_batch if self._native is not None else None,  # one native call per batch
-        )
+        self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None,
+        pool: ThreadPoolExecutor | None = None,
+    ) -> None:  # fmt: skip
+        """:meth:`read_into` over the batches of ``projections`` (storage units): in the calling thread with
+        ``threads=1`` (what a dask task does), else in parallel (:func:`run_batches`; ``pool`` for local
+        stores, default the shared I/O pool)."""
+        self._run(lambda batch: self.read_into(out, batch), projections, threads, pool)
+
+    def _run(
+        self, func: Callable[[Sequence[ChunkProjection]], None], projections: Sequence[ChunkProjection],
+        threads: int | None, pool: ThreadPoolExecutor | None,
+    ) -> None:  # fmt: skip
+        if (io_threads() if threads is None else threads) <= 1 or len(projections) <= 1:
+            for batch in self.batches(projections):
+                func(batch)
+            return
+        remote = self.store.batched_io
+        run_batches(func, projections, threads=threads, batched_io=remote, pool=None if remote else pool,
+                    batch_size=None if remote else self.local_batch)  # fmt: skip
 
     # ------------------------------------------------------------------ writes
     def _new_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -826,6 +835,11 @@ class ChunkIO:
             return
         projections = list(chunk_projections(dims, self.grids, self.metadata.shape))
         _log.debug("%s /%s: write %d storage keys", self.store.url, self.path, len(projections))
-        run_batches(
-            lambda batch: self.write_from(value, batch), projections, threads=threads, batched_io=self.store.batched_io
-        )
+        self.write_projections(value, projections, threads=threads)
+
+    def write_projections(
+        self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None,
+        behind: WriteBehind | None = None,
+    ) -> None:  # fmt: skip
+        """:meth:`write_from` over the batches of ``projections``, as :meth:`read_projections` reads them."""
+        self._run(lambda batch: self.write_from(value, batch, behind=behind), projections, threads, None)

@@ -11,15 +11,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from zarr_dask.core.chunk_io import ChunkIO, run_batches
+from zarr_dask.core.chunk_io import ChunkIO, thread_pool
 from zarr_dask.core.indexing import (
-    ChunkProjection,
     DimSelection,
     chunk_projections,
     finalize_output,
@@ -158,10 +156,10 @@ class ArrayHandle:
         return self.read_selection(selection, threads=1)
 
     def read(self, dims: Sequence[DimSelection]) -> np.ndarray[Any, Any]:
-        """Read a normalised selection (full rank) in the calling thread."""
+        """Read a normalised selection (full rank) in the calling thread, into a buffer of the block pool."""
         out = buffers.empty(tuple(d.count for d in dims), self.dtype)
         if out.size:
-            self.read_projections(out, list(chunk_projections(dims, self.io.grids, self.shape)))
+            self.io.read_projections(out, list(chunk_projections(dims, self.io.grids, self.shape)), threads=1)
         return out
 
     def read_all(self, threads: int) -> np.ndarray[Any, Any]:
@@ -174,37 +172,25 @@ class ArrayHandle:
 
     def read_selection(self, selection: Any, threads: int) -> np.ndarray[Any, Any]:
         """A basic selection (integers, slices, Ellipsis), read by ``threads`` threads straight into one result
-        from the block pool: what ``compute()`` of ``from_zarr(...)[selection]`` gives, without dask."""
+        from the block pool: what ``compute()`` of ``from_zarr(...)[selection]`` gives, without dask. The
+        batching and the threads are :class:`~zarr_dask.core.chunk_io.ChunkIO`'s (its ``"read"`` pool)."""
         try:
             dims = normalize_selection(selection, self.shape)
         except ZarrDaskError as e:
             raise e.with_context(store=self.store.url, path=self.path) from None
         out = buffers.empty(tuple(d.count for d in dims), self.dtype)
-        projections = list(chunk_projections(dims, self.io.grids, self.shape)) if out.size else []
-        if threads <= 1 or len(projections) <= 1:
-            self.read_projections(out, projections)
-        else:
-            remote = self.store.batched_io  # batches as run_batches plans them for remote stores
-            run_batches(
-                lambda batch: self.read_projections(out, batch), projections, threads=threads,
-                batch_size=None if remote else self.local_batch, pool=None if remote else _read_pool(threads),
-            )
+        if out.size:
+            projections = list(chunk_projections(dims, self.io.grids, self.shape))
+            pool = thread_pool("read", threads) if threads > 1 and not self.store.batched_io else None
+            self.io.read_projections(out, projections, threads=threads, pool=pool)
         result: np.ndarray[Any, Any] = finalize_output(out, dims)
         return result
-
-    def read_projections(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
-        """One store call for every key on remote stores; small batches on local ones (cache locality)."""
-        if self.store.batched_io:
-            self.io.read_into(out, projections)
-            return
-        n = self.local_batch
-        for i in range(0, len(projections), n):
-            self.io.read_into(out, projections[i : i + n])
 
     def write_box(
         self, value: np.ndarray[Any, Any], box: Sequence[tuple[int, int]], *, behind: WriteBehind | None = None
     ) -> int:
-        """Write ``value`` into the array box ``[(start, stop), ...]``; returns the number of storage keys.
+        """Write ``value`` into the array box ``[(start, stop), ...]`` in the calling thread; returns the number
+        of storage keys.
 
         Keys only partly inside the box are read, merged and written back (inside this call, once). ``behind``:
         the write's deferred uploads (:class:`~zarr_dask.store.uploads.WriteBehind`), or None to store every key
@@ -212,41 +198,8 @@ class ArrayHandle:
         """
         dims = [DimSelection(lo, hi, 1) for lo, hi in box]
         projections = list(chunk_projections(dims, self.io.grids, self.shape))
-        if self.store.batched_io:
-            self.io.write_from(value, projections, behind=behind)
-        else:
-            n = self.local_batch
-            for i in range(0, len(projections), n):
-                self.io.write_from(value, projections[i : i + n], behind=behind)
+        self.io.write_projections(value, projections, threads=1, behind=behind)
         return len(projections)
-
-    @property
-    def local_batch(self) -> int:
-        return self.io.local_batch
-
-
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-
-
-def _read_pool(threads: int) -> ThreadPoolExecutor:
-    """A lasting pool of ``threads`` reader threads (their per-thread read buffers are reused, see
-    :mod:`zarr_dask.store.arena`)."""
-    with _CACHE_LOCK:
-        pool = _POOLS.get(threads)
-        if pool is None:
-            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="zarr_dask_read")
-        return pool
-
-
-def shutdown_read_pools() -> int:
-    """Shut the reader thread pools down (their threads and per-thread buffers end; new ones are made on the
-    next compute); returns how many there were. For :func:`zarr_dask.release_memory`."""
-    with _CACHE_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for pool in pools:
-        pool.shutdown(wait=True)
-    return len(pools)
 
 
 def _rebuild(
