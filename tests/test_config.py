@@ -68,7 +68,7 @@ def test_release_memory_empties_the_pools() -> None:
     import numpy as np
 
     import zarr_dask
-    from zarr_dask.core import chunk_io
+    from zarr_dask.core import batches
     from zarr_dask.graph import buffers
 
     a = zarr_dask.create_array("memory://release-memory", shape=(64, 64), dtype="f8", chunks=(16, 16), overwrite=True)
@@ -77,5 +77,5 @@ def test_release_memory_empties_the_pools() -> None:
     assert da.sum(zarr_dask.from_zarr("memory://release-memory", chunks=16)).compute() == 64 * 64
     released = zarr_dask.release_memory()
     assert released["thread_pools"] >= 1
-    assert not chunk_io._POOLS and buffers.POOL.idle_bytes == 0
+    assert not batches._POOLS and buffers.POOL.idle_bytes == 0
     assert a[:].sum() == 64 * 64  # the pools come back on the next use

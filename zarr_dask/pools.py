@@ -37,10 +37,10 @@ def release_memory() -> dict[str, int]:
     >>> sorted(zarr_dask.release_memory())
     ['block_pool_bytes', 'thread_pools']
     """
-    from zarr_dask.core import chunk_io, nodes
+    from zarr_dask.core import batches, chunk_io, nodes
     from zarr_dask.store.arena import release_read_arena
 
-    pools = chunk_io.shutdown_pool()
+    pools = batches.shutdown_pool()
     freed = 0
     buffers = sys.modules.get("zarr_dask.graph.buffers")
     if buffers is not None:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from zarr_dask.core.chunk_io import run_batches
+from zarr_dask.core.batches import run_batches
 
 
 @pytest.mark.parametrize("batched_io", [False, True])

@@ -3,26 +3,26 @@
 :class:`ChunkIO` binds one array's metadata to its store, codec pipeline and grid, resolved once. Reads fetch a
 batch of chunk keys in one store call and decode each chunk straight into the output; writes encode whole
 chunks (reading and merging only the chunks a selection covers partly) and store a batch in one call.
-Batches run on a small thread pool: codec calls release the GIL and fsspec batches are concurrent, so this is
-where a plain ``Array[...]`` gets its parallelism (the dask engine calls the single-batch functions directly).
+Batches run on a small thread pool (:mod:`zarr_dask.core.batches`): codec calls release the GIL and fsspec batches
+are concurrent, so this is where a plain ``Array[...]`` gets its parallelism (a dask task runs its batches in its
+own thread). How each key of a write is stored -- plainly, by compare-and-swap, created if absent, under a
+fence -- is :mod:`zarr_dask.core.key_writes`.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import threading
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
-from zarr_dask import config, native
+from zarr_dask import native
 from zarr_dask.codecs import ChunkSpec, CodecPipeline, pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.codecs.pipeline import V3Pipeline
@@ -36,51 +36,28 @@ from zarr_dask.codecs.shard_access import (
     write_shard,
 )
 from zarr_dask.codecs.sharding import ShardingCodec
+from zarr_dask.core.batches import io_threads, run_batches
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
+from zarr_dask.core.key_writes import is_fill, write_keys
 from zarr_dask.core.lease import Fence
 from zarr_dask.errors import (
     ChunkDecodeError,
     ChunkEncodeError,
     IndexingError,
     MetadataError,
-    UnprotectedWriteWarning,
-    WriteConflictError,
     ZarrDaskError,
 )
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
 from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.layout import sharding_of
-from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 from zarr_dask.store.arena import read_arena
 from zarr_dask.store.uploads import WriteBehind
-from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
 _log = logging.getLogger("zarr_dask.core")
-#: Builds a storage key's new bytes from the write's data and the key's stored bytes (None: nothing to store).
-_Build: TypeAlias = "Callable[[str, Any, np.ndarray[Any, Any], BufferLike | None], bytes | None]"
-_WARNED: set[tuple[str, str]] = set()
-_WARNED_LOCK = threading.Lock()
-
-
-def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
-    """Once per array and process: this store merges partly covered keys without conditional writes."""
-    with _WARNED_LOCK:
-        if (url, path) in _WARNED:
-            return
-        _WARNED.add((url, path))
-    warnings.warn(
-        f"store {url!r}, node {'/' + path!r}: {nkeys} storage keys are only partly covered by this write and are "
-        "read, merged and written back, but this store cannot make conditional writes, so another writer of the "
-        "same keys at the same time (another process, job or machine) could lose data. Align concurrent writes "
-        "with the chunks (or shards), or write from one to_zarr call; see docs/safe-writes.md",
-        UnprotectedWriteWarning,
-        stacklevel=4,
-    )
 #: ``(shard coords, inner chunks touched, the selection covers the whole shard)``
 ShardUnit = tuple[tuple[int, ...], list[InnerPart], bool]
-_POOL_LOCK = threading.Lock()
 _SCRATCH = threading.local()
 #: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
 #: bytes in cache between reading and decoding (big chunks go one at a time, tiny ones in hundreds).
@@ -94,108 +71,6 @@ NATIVE_MAX_CHUNK_BYTES = 64 << 20
 LOCAL_SHARD_PIECE_BYTES = 8 << 20
 
 
-def io_threads() -> int:
-    """Threads used by direct (non-dask) reads and writes: the ``io_threads`` knob (:mod:`zarr_dask.config`)."""
-    return int(config.get("io_threads"))
-
-
-_POOLS: dict[tuple[str, int], ThreadPoolExecutor] = {}
-_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote")
-
-
-def thread_pool(kind: str, threads: int | None = None) -> ThreadPoolExecutor:
-    """A lasting pool of ``threads`` threads (default: the ``io_threads`` knob): ``"io"`` for direct reads and
-    writes, ``"read"`` for whole reads into one result (their per-thread read buffers are reused, see
-    :mod:`zarr_dask.store.arena`), ``"remote"`` for the batches of remote reads and writes (mostly waiting on the
-    network; see :func:`remote_plan`)."""
-    size = io_threads() if threads is None else threads
-    with _POOL_LOCK:
-        pool = _POOLS.get((kind, size))
-        if pool is None:
-            pool = _POOLS[(kind, size)] = ThreadPoolExecutor(size, thread_name_prefix=f"zarr_dask_{kind}")
-        return pool
-
-
-def shutdown_pool() -> int:
-    """Shut every thread pool of this module down (their threads and per-thread buffers end; new ones are made
-    on the next use); returns how many there were. For :func:`zarr_dask.release_memory`."""
-    with _POOL_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for pool in pools:
-        pool.shutdown(wait=True)
-    return len(pools)
-
-
-def remote_plan(keys: int, threads: int) -> tuple[int, int]:
-    """``(threads, keys per batch)`` for reading ``keys`` storage keys of a remote store with ``threads``
-    decoding threads.
-
-    Each batch is one concurrent store call, then the decoding of what it fetched; running more batches at
-    once than there are decoding threads keeps about ``max_requests`` requests in flight (the latency is paid
-    once per wave, not once per batch) while earlier batches decode. Batches stay small enough that decoding
-    starts early (at least four per thread), and the threads waiting on the network cost no CPU.
-    """
-    limit = int(config.get("max_requests"))
-    step = max(1, min(-(-keys // (4 * threads)), limit // (2 * threads) or 1))
-    batches = -(-keys // step)
-    return max(1, min(batches, max(threads, -(-limit // step)))), step
-
-
-def run_batches(
-    func: Callable[[Sequence[Any]], None],
-    items: Sequence[Any],
-    *,
-    threads: int | None = None,
-    batched_io: bool = True,
-    pool: ThreadPoolExecutor | None = None,
-    batch_size: int | None = None,
-) -> None:
-    """Run ``func`` over contiguous batches of ``items``, in parallel when worthwhile.
-
-    With ``batched_io`` (remote stores) items are grouped into batches, each one concurrent store call, and
-    more batches run at once than ``threads`` (see :func:`remote_plan`), so about the process's request budget
-    is in flight while earlier batches decode or encode; without it (local files, memory) every item is its
-    own task, which keeps each chunk's bytes hot in cache between reading and decoding. The calling thread
-    works too, next to threads of ``pool`` (default: the shared I/O pool, or for remote stores a lasting pool
-    of the planned size): no thread sits waiting, and a busy pool never stalls the call. ``batch_size`` sets
-    the items per batch instead.
-    """
-    n = len(items)
-    threads = io_threads() if threads is None else threads
-    if n == 0:
-        return
-    if threads <= 1 or n == 1 or threading.current_thread().name.startswith(_WORKER_PREFIXES):
-        func(items)
-        return
-    if batched_io and batch_size is None:
-        threads, batch_size = remote_plan(n, threads)
-        pool = pool or thread_pool("remote", threads)
-    size = batch_size or 1
-    batches = [items[i : i + size] for i in range(0, n, size)]
-    claim = itertools.count()  # next() is atomic under the GIL: each batch runs exactly once
-    failed: list[BaseException] = []
-
-    def work() -> None:
-        while not failed:
-            i = next(claim)
-            if i >= len(batches):
-                return
-            try:
-                func(batches[i])
-            except BaseException as e:  # noqa: BLE001 - stop every worker; the caller re-raises the first error
-                failed.append(e)
-                return
-
-    helpers = [(pool or thread_pool("io")).submit(work) for _ in range(min(threads, len(batches)) - 1)]
-    work()
-    for f in helpers:
-        if not f.cancel():  # a helper still queued behind other reads has nothing left to do: drop it
-            f.result()
-    if failed:
-        raise failed[0]
-
-
 def release_scratch() -> None:
     """Drop this thread's reusable decode buffers (one per chunk shape seen). Long-lived threads that read
     arrays of many chunk shapes call it when done, so the buffers do not outlive the work."""
@@ -206,29 +81,6 @@ def _items(out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``out`` as opaque fixed-size items, which any dtype can export through the buffer protocol (datetimes
     cannot as themselves): what the native reader writes into."""
     return out.view(np.dtype((np.void, out.dtype.itemsize)))
-
-
-def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
-    """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
-
-    Real data almost always differs at the first element, so that is checked before anything that would
-    scan (or copy) the whole chunk.
-    """
-    if chunk.size == 0:
-        return True
-    if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
-        chunk, fill = chunk.view("i8"), fill.view("i8")
-    elif is_ml(chunk.dtype):  # ml_dtypes types (and records of them): compare bit patterns
-        chunk, fill = chunk.view(bits_dtype(chunk.dtype)), fill.view(bits_dtype(fill.dtype))
-    fv = fill[()]
-    first = chunk[(0,) * chunk.ndim]
-    if chunk.dtype.kind in "fc" and np.isnan(fv):
-        return bool(np.isnan(first)) and bool(np.isnan(chunk).all())
-    if chunk.dtype.kind == "O":
-        return all(x == fv for x in chunk.flat)
-    if not bool(first == fv):
-        return False
-    return bool((chunk == fill).all())
 
 
 @dataclass(frozen=True)
@@ -708,14 +560,15 @@ class ChunkIO:
             )
             return
         items = [(self.chunk_key(p.coords), p.coords, p.complete, p) for p in projections]
-        self._write_keys(value, items, self._chunk_bytes, behind)
+        write_keys(self, value, items, self._chunk_bytes, behind)
 
     def write_shard_units(
         self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit], *, behind: WriteBehind | None = None
     ) -> None:
         """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard not
         ``complete`` is merged with its stored inner chunks as :meth:`write_from` merges partly covered keys."""
-        self._write_keys(
+        write_keys(
+            self,
             value,
             [(self.chunk_key(coords), coords, complete, (coords, parts)) for coords, parts, complete in units],
             self._shard_bytes,
@@ -727,107 +580,6 @@ class ChunkIO:
         not stored by default either: such an absent key is the one thing a writer that stalled past its lease
         could still create (see ``docs/safe-writes.md``); ``write_empty_chunks=True`` closes that too."""
         return self.write_empty_chunks
-
-    def _beyond(self, coords: tuple[int, ...]) -> bool:
-        """True when the key holds elements at or beyond the fence's committed shape."""
-        assert self.fence is not None
-        return any(g.start(c) + g.size(c) > n for g, c, n in zip(self.grids, coords, self.fence.committed, strict=True))
-
-    def _key_mode(self, coords: tuple[int, ...], complete: bool, conditional_store: bool) -> str:
-        """How a key is written: ``plain`` (no read, no condition), ``merge`` (read with its version, merge,
-        write if unchanged), ``create`` (first created if absent; if it exists, merged as ``merge``) or
-        ``replace`` (first created if absent; if it exists, replaced whole under the fence)."""
-        past = self._data_shape(coords) != self.chunk_shape(coords)  # reaches past the shape this write planned
-        if not conditional_store:
-            return "plain" if complete else "merge"
-        if self.fence is not None and self._beyond(coords):
-            wholly = any(g.start(c) >= n for g, c, n in zip(self.grids, coords, self.fence.committed, strict=True))
-            if not complete or not wholly:
-                return "merge"
-            return "create" if past else "replace"
-        if complete and not past:
-            return "plain"
-        if complete and self.fresh:
-            return "create"
-        return "merge"
-
-    def _write_keys(
-        self, value: np.ndarray[Any, Any], items: Sequence[tuple[str, Any, bool, Any]], build: _Build,
-        behind: WriteBehind | None,
-    ) -> None:  # fmt: skip
-        """Write ``(key, coords, covered whole, what build needs)`` items (see :meth:`write_from`). Keys written
-        plainly are offered to ``behind`` (uploaded behind the calling dask task); the others never are. A key that reaches past the array's shape is merged even when covered whole, so rows another
-        writer appended meanwhile survive a write planned on the shorter shape."""
-        cas = conditional(self.store)
-        to_set: dict[str, bytes] = {}
-        merged: dict[str, bytes] = {}
-        to_delete: list[str] = []
-        guarded: dict[str, tuple[Any, str]] = {}
-        partial = 0
-        for key, coords, complete, unit in items:
-            mode = self._key_mode(coords, complete, cas is not None)
-            if mode == "plain" and complete:
-                data = build(key, unit, value, None)
-                if data is None:
-                    to_delete.append(key)
-                else:
-                    to_set[key] = data
-            else:
-                guarded[key] = (unit, mode)
-                partial += not complete
-        if guarded and cas is not None:
-            self._write_conditionally(cas, build, value, guarded)
-        elif guarded:
-            if partial and not getattr(self.store, "transactional", False):  # a transaction commits or conflicts
-                _warn_unprotected(self.store.url, self.path, partial)
-            existing = self.store.get_many(list(guarded))
-            for key, (unit, _) in guarded.items():
-                data = build(key, unit, value, existing.get(key))
-                if data is not None:
-                    merged[key] = data
-                elif key in existing:
-                    to_delete.append(key)
-        if to_set and behind is not None and behind.offer(self.store, to_set, batched_io=self.store.batched_io):
-            to_set = {}
-        if to_set or merged:
-            self.store.set_many({**to_set, **merged})
-        if to_delete:
-            self.store.delete_many(to_delete)
-
-    def _write_conditionally(
-        self, cas: ConditionalStore, build: _Build, value: np.ndarray[Any, Any], items: dict[str, tuple[Any, str]]
-    ) -> None:
-        """Write the keys of ``items`` (``key: (unit, mode)``, see :meth:`_key_mode`) as optimistic transactions
-        (:func:`~zarr_dask.store.versioned.transact`): one batched versioned read and one batched conditional
-        write per round; the keys that lost go round again. A key that was absent and stays all fill needs no
-        write (it reads as fill either way). Under a fence, a stored value is replaced only while the lease is
-        still this writer's."""
-        fence = self.fence
-
-        def step(got: Mapping[str, Versioned]) -> dict[str, bytes | None]:
-            writes: dict[str, bytes | None] = {}
-            for key, current in got.items():
-                unit, mode = items[key]
-                data = build(key, unit, value, None if mode == "replace" else current.value)
-                if data is not None or current.value is not None:
-                    writes[key] = data
-            return writes
-
-        transact(
-            cas, list(items), step, exhausted=self._kept_changing, independent=True,
-            absent=[k for k, (_, mode) in items.items() if mode in ("create", "replace")],
-            fence=None if fence is None else (lambda: fence.check(self.store)),
-        )  # fmt: skip
-
-    def _kept_changing(self, pending: Sequence[str], attempts: int) -> WriteConflictError:
-        return WriteConflictError(
-            f"key {pending[0]!r} (and {len(pending) - 1} more) kept changing under this write: {attempts} conditional "
-            "attempts lost to other writers of the same chunk or shard. Nothing of this write is lost or torn in "
-            "that key; retry the write, align the regions of concurrent writers with the storage keys, or raise "
-            "ZARR_DASK_WRITE_ATTEMPTS",
-            store=self.store.url,
-            path=self.path,
-        )
 
     def write(self, dims: Sequence[DimSelection], value: np.ndarray[Any, Any], *, threads: int | None = None) -> None:
         """Write ``value`` (full rank, increasing order) into a normalised selection."""

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from zarr_dask.codecs.shard_access import InnerPart
-from zarr_dask.core.chunk_io import ChunkIO, run_batches
+from zarr_dask.core.batches import run_batches
+from zarr_dask.core.chunk_io import ChunkIO
 from zarr_dask.core.indexing import ChunkProjection, DimGridLike
 from zarr_dask.core.indexing_fancy import CoordinateSelection, IntArray, OrthogonalSelection
 from zarr_dask.errors import IndexingError

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from zarr_dask.codecs.sharding import ShardingCodec
-from zarr_dask.core.chunk_io import ChunkIO, is_fill
+from zarr_dask.core.chunk_io import ChunkIO
+from zarr_dask.core.key_writes import is_fill
 from zarr_dask.errors import WriteConflictError, ZarrDaskError
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.chunk_grid import RectilinearChunkGrid

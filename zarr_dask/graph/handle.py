@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_dask.core.chunk_io import ChunkIO, thread_pool
+from zarr_dask.core.batches import thread_pool
+from zarr_dask.core.chunk_io import ChunkIO
 from zarr_dask.core.indexing import (
     DimSelection,
     chunk_projections,

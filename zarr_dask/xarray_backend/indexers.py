@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_dask.core.chunk_io import run_batches
+from zarr_dask.core.batches import run_batches
 from zarr_dask.core.indexing import (
     ChunkProjection,
     DimProjection,

@@ -27,7 +27,6 @@ import numpy as np
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
-from zarr_dask.core.chunk_io import is_fill
 from zarr_dask.core.commit import (
     apply_intent,
     check_no_incomplete_appends,
@@ -36,6 +35,7 @@ from zarr_dask.core.commit import (
     incomplete_append,
     mark_commit,
 )
+from zarr_dask.core.key_writes import is_fill
 from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.errors import WriteConflictError
 from zarr_dask.graph.gateway import one_block_delayed
