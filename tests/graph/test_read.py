@@ -351,7 +351,7 @@ def test_dask_compute_of_the_whole_array_assembles_blocks_into_pooled_memory(sha
 
 
 def test_assembling_falls_back_to_dask_for_unexpected_blocks() -> None:
-    from zarr_dask.graph.gateway import assemble as _assemble
+    from zarr_dask.graph.gateway.reads import assemble as _assemble
 
     blocks = [[np.ones((2, 2)), np.ones((2, 1))], [np.zeros((1, 2)), np.zeros((1, 1))]]
     out = _assemble(blocks, ((2, 1), (2, 1)), np.dtype("f8"))
@@ -373,7 +373,7 @@ def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(
     a[:] = data
     x = zarr_dask.from_zarr(a, chunks=(14, 12))
     if DASK_ARRAY:
-        kind: Any = gateway._dask_array_collection()
+        kind: Any = gateway.reads._dask_array_collection()
     else:
         kind = zarr_dask.graph.read.ZarrArray if LEGACY else gateway.ZarrExprArray
     assert isinstance(x, DA.Array) and isinstance(x, kind)
