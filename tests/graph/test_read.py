@@ -375,7 +375,7 @@ def test_whole_compute_on_a_local_scheduler_reads_straight_into_the_result(
     if DASK_ARRAY:
         kind: Any = gateway.reads._dask_array_collection()
     else:
-        kind = zarr_dask.graph.read.ZarrArray if LEGACY else gateway.ZarrExprArray
+        kind = zarr_dask.graph.read.ZarrArray if LEGACY else gateway.reads.ZarrExprArray
     assert isinstance(x, DA.Array) and isinstance(x, kind)
     assert type(x + 1) is DA.Array and type(x[[1, 2]] if LEGACY else x[1:] + 1) is DA.Array  # plain dask arrays
     if LEGACY and not DASK_ARRAY:  # a basic selection keeps the direct compute() (and only that)
