@@ -2,12 +2,13 @@
 
 The upstream computation is a ``map_blocks`` of :func:`expensive`, a module-level function (so its dask name,
 hence the write's run id, is the same in every process). Each call appends its block's index to a counter
-file, sleeps ``ZD_RESUME_SLEEP`` seconds, and exits its process on the ``ZD_RESUME_EXIT_AT``-th call overall
+file, sleeps ``ZD_RESUME_SLEEP`` seconds, and exits its process from the ``ZD_RESUME_EXIT_AT``-th call overall on
 (a worker or client killed mid-write).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -23,13 +24,17 @@ CHUNKS = (8, 40)  # 12 blocks, one storage key each
 
 def expensive(block: np.ndarray, counter: str, block_info: Any = None) -> np.ndarray:
     where = block_info[0]["chunk-location"][0] if block_info else -1
+    if where < 0:  # dask's call on an empty block, for the meta: not a block
+        return block * 3 + 1
     with open(counter, "a") as f:  # one line per call, whatever the process (O_APPEND)
         f.write(f"{where}\n")
     calls = len(Path(counter).read_text().splitlines())
-    exit_at = int(os.environ.get("ZD_RESUME_EXIT_AT", "0"))
-    if exit_at and calls == exit_at:
+    control = Path(counter + ".ctl")  # worker processes read their orders here: {"exit_at": N, "sleep": s}
+    orders = json.loads(control.read_text()) if control.exists() else {}
+    exit_at = int(os.environ.get("ZD_RESUME_EXIT_AT", orders.get("exit_at", 0)))
+    if exit_at and calls >= exit_at:
         os._exit(17)
-    time.sleep(float(os.environ.get("ZD_RESUME_SLEEP", "0")))
+    time.sleep(float(os.environ.get("ZD_RESUME_SLEEP", orders.get("sleep", 0))))
     return block * 3 + 1
 
 
@@ -57,9 +62,9 @@ def source(counter: str, shape: tuple[int, ...] = SHAPE, chunks: tuple[int, ...]
 
 
 def calls(counter: str) -> list[int]:
-    """The block indices computed so far (one per call)."""
+    """The block indices computed so far (one per call; not dask's call on an empty block for the meta)."""
     p = Path(counter)
-    return [int(x) for x in p.read_text().splitlines()] if p.exists() else []
+    return [int(x) for x in p.read_text().splitlines() if int(x) >= 0] if p.exists() else []
 
 
 if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER: a client process the test kills
