@@ -25,7 +25,7 @@ from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease, Fence
 from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError, UnsupportedFeatureError
-from zarr_dask.graph import gateway, journal
+from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
@@ -34,6 +34,7 @@ from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
+from zarr_dask.graph.resume import journaled_plan, resumable_target
 from zarr_dask.graph.target import (
     IO_OPTIONS,
     Target,
@@ -153,7 +154,7 @@ def _run(
     check_in_process(target.handle.store)
     plan = make_plan(arr, target)
     if resumed is not None:
-        plan = _journaled(plan, target, resumed)
+        plan = journaled_plan(plan, target, resumed)
     graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array, resumed)
     result: Any
     if return_stored or as_array:
@@ -171,21 +172,6 @@ def _run(
         return result.persist(**compute_options())
     result.compute(**compute_options())
     return None
-
-
-def _journaled(plan: WritePlan, target: Target, resumed: Journal) -> WritePlan:
-    """The plan of a resumable write: a resumed one skips the tasks its journal shows finished; a new one
-    writes its journal's ``begin`` record first."""
-    h = target.handle
-    if not resumed.resumed:
-        journal.begin(h.store, resumed.prefix, resumed.run, plan.region, plan.tasks, plan.keys)
-        return plan
-    plan = plan.skipping(resumed.done)
-    _log.info(
-        "%s /%s: resuming run %s: %d of %d writer tasks (%d of %d keys) finished already, not run again",
-        h.store.url, h.path, resumed.run, plan.skipped_tasks, plan.tasks, plan.skipped_keys, plan.keys,
-    )  # fmt: skip
-    return plan
 
 
 def _in_process_cluster(get: Any) -> bool:
@@ -336,7 +322,7 @@ def _write(
 ) -> Any:  # fmt: skip
     resumed: Journal | None = None
     if resume:
-        target, resumed = _resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, fence, resume)
+        target, resumed = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, fence, resume)
     else:
         target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
     if compute:
@@ -354,41 +340,6 @@ def _write(
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
     as_array = as_array and not transactional
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed)
-
-
-def _resumable_target(
-    arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, overwrite: bool,
-    region: Any, kwargs: Mapping[str, Any], fence: Fence | None, resume: bool | str,
-) -> tuple[Target, Journal]:  # fmt: skip
-    """The target and journal of ``resume=True``: a create whose first run created the array (and wrote its
-    journal) resumes into it; an overwrite resumes only while the array's documents are still the ones its
-    first run wrote (else it starts over: deletes and writes everything again)."""
-    if not isinstance(resume, bool | str):
-        raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
-    try:
-        target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
-    except ContainsArrayError as exc:  # created by a first run of this write?
-        target = resolve_target(arr, url, component, storage_options, True, region, kwargs, fence)
-        found = journal.open_journal(arr, target, resume)
-        if not found.resumed or not _documents_unchanged(target):
-            raise exc from None
-        return dataclasses.replace(target, action="create"), found
-    if is_transactional(target.handle.store):
-        raise UnsupportedFeatureError(
-            "resume=True cannot journal a write into an Icechunk session: what it wrote is lost with an uncommitted "
-            "session; commit in parts instead (one session per part), or drop resume=True",
-            store=target.handle.store.url,
-        )
-    found = journal.open_journal(arr, target, resume)
-    if found.resumed and target.action == "overwrite" and not _documents_unchanged(target):
-        found = dataclasses.replace(found, resumed=False, done=frozenset())  # changed since: overwrite again
-    return target, found
-
-
-def _documents_unchanged(target: Target) -> bool:
-    """True when the array's stored documents are the ones this write writes (one batched read)."""
-    docs = target.documents
-    return target.handle.store.get_many(list(docs)) == docs
 
 
 def to_zarr_delayed(
@@ -621,7 +572,7 @@ def explain_write(
     del consolidated  # accepted for the same call signature as to_zarr / append; it plans no data
     arr = _as_dask(arr)
     if append_axis is None and resume:  # what a resumed run would skip (reads its journal, writes nothing)
-        target, found = _resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, None, resume)
+        target, found = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, None, resume)
         return make_plan(arr, target).skipping(found.done)
     if append_axis is None:
         return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))
