@@ -26,7 +26,7 @@ MODULES = sorted(
 #: modules with no examples of their own (packages that only re-export, glue, private helpers)
 NO_EXAMPLES = frozenset(
     {
-        "zarr_dask.cli", "zarr_dask.cli.cleanup", "zarr_dask.cli.convert", "zarr_dask.cli.validate",
+        "zarr_dask.cli", "zarr_dask.cli.cleanup", "zarr_dask.cli.convert", "zarr_dask.cli.ledger", "zarr_dask.cli.validate",
         "zarr_dask.codecs", "zarr_dask.codecs.base", "zarr_dask.codecs.builtin", "zarr_dask.codecs.chunk_plan", "zarr_dask.codecs.numcodecs_bridge",
         "zarr_dask.codecs.registry", "zarr_dask.codecs.sharding", "zarr_dask.codecs.zarr_python_bridge",
         "zarr_dask._convert.report", "zarr_dask._convert.tasks",

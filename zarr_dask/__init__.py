@@ -37,6 +37,8 @@ _LAZY = {
     "explain_write": "zarr_dask.graph",
     "from_zarr": "zarr_dask.graph",
     "to_zarr": "zarr_dask.graph",
+    "write_ledger": "zarr_dask.graph",
+    "publish_ledger": "zarr_dask.graph",
     "to_zarr_dataset": "zarr_dask.xarray_backend.to_zarr",
     "to_zarr_datatree": "zarr_dask.xarray_backend.datatree",
     "Limits": "zarr_dask.spec.limits",
@@ -66,7 +68,9 @@ if TYPE_CHECKING:
     from zarr_dask.graph import append as append
     from zarr_dask.graph import explain_write as explain_write
     from zarr_dask.graph import from_zarr as from_zarr
+    from zarr_dask.graph import publish_ledger as publish_ledger
     from zarr_dask.graph import to_zarr as to_zarr
+    from zarr_dask.graph import write_ledger as write_ledger
     from zarr_dask.pools import release_memory as release_memory
     from zarr_dask.spec.limits import Limits as Limits
     from zarr_dask.spec.limits import get_limits as get_limits

@@ -26,6 +26,7 @@ _EPILOG = """examples:
   zarr-dask validate data.zarr --convention xarray --data
   zarr-dask convert v2.zarr v3.zarr --zarr-format 3 --chunks time=720,lat=30,lon=30 --shards lat=180,lon=360
   zarr-dask convert s3://in/a.zarr out.zarr --max-memory 2GiB --workers 4 --resume
+  zarr-dask ledger out.zarr --regions '[[[0, 24]], [[24, 48]]]'
 """
 
 
@@ -70,7 +71,7 @@ def node_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``zarr-dask`` command."""
-    from zarr_dask.cli import cleanup, convert, show, validate
+    from zarr_dask.cli import cleanup, convert, ledger, show, validate
 
     common = _common()
     parser = argparse.ArgumentParser(
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"zarr-dask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (show, validate, convert, cleanup):
+    for module in (show, validate, convert, cleanup, ledger):
         module.register(sub, common)
     return parser
 

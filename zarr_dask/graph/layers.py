@@ -22,8 +22,8 @@ from zarr_dask.core.commit import commit_held, incomplete_append
 from zarr_dask.core.consolidated import consolidated_lock, refresh_consolidated, refresh_keys
 from zarr_dask.core.lease import release_lease
 from zarr_dask.errors import UnsupportedFeatureError
-from zarr_dask.graph import buffers
-from zarr_dask.graph.gateway import data, fan_in, ref, task
+from zarr_dask.graph import buffers, journal
+from zarr_dask.graph.gateway import data, fan_in, ref, task, value
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
@@ -38,6 +38,7 @@ __all__ = [
     "readback_tasks",
     "token_tree",
     "write_group",
+    "write_journaled",
     "writer_tasks",
 ]
 
@@ -80,6 +81,14 @@ def write_group(handle: ArrayHandle, box: Box, edges: Edges, group: Group, *bloc
     if own is not handle.store:  # a transaction's copy in another process: a fork of this task's own, carried back
         return carry(own, _rebound(handle, own).write_box(value, box))  # type: ignore[no-any-return]
     return handle.write_box(value, box, behind=WriteBehind(token) if _may_defer(built_in) else None)
+
+
+def write_journaled(handle: ArrayHandle, box: Box, edges: Edges, receipt: str, *blocks: Any) -> int:
+    """A writer task of a resumable write: write the keys it owns at once (never deferred), then its receipt
+    (:mod:`zarr_dask.graph.journal`): the receipt exists only once every key of the task has landed."""
+    written = handle.write_box(assemble(box, edges, blocks, handle.dtype), box)
+    journal.record(handle.store, receipt)
+    return written
 
 
 def _rebound(handle: ArrayHandle, store: Any) -> ArrayHandle:
@@ -157,14 +166,19 @@ def _refresh(
         consolidate_metadata(handle.store, zarr_format=fmt)
 
 
-def finish(handle: ArrayHandle, action: str, consolidated: bool | None, store_token: Any, token: str, *tokens: Any) -> Any:
+def finish(
+    handle: ArrayHandle, action: str, consolidated: bool | None, store_token: Any, token: str, journal_prefix: str | None,
+    *tokens: Any,
+) -> Any:  # fmt: skip
     """The final task of a write: refresh consolidated metadata (from the metadata written, or for a region
-    write, which changes none, from the array's own document), release the pending write; returns the number
-    of keys written."""
+    write, which changes none, from the array's own document), release the pending write, end the journal of
+    a resumable write (``journal_prefix``); returns the number of keys written."""
     WriteBehind(token).drain()
     release(store_token, handle.path, token)
     with _exclusive(handle.store, handle.path, consolidated):
         _refresh(handle, None if action == "region" else handle.metadata, consolidated)
+    if journal_prefix is not None:
+        journal.close(handle.store, journal_prefix, keep=action == "region")
     return done(*tokens)
 
 
@@ -209,18 +223,29 @@ def _edges(plan: WritePlan, segs: Sequence[Any]) -> Edges:
     )
 
 
-def writer_tasks(plan: WritePlan, source: str, handle_key: str, name: str, token: str) -> dict[Any, Any]:
+def writer_tasks(
+    plan: WritePlan, source: str, handle_key: str, name: str, token: str, resumed: journal.Journal | None = None
+) -> dict[Any, Any]:
     """One task per segment combination; each receives exactly the source blocks overlapping its keys.
-    ``token``: the write's token, under which its uploads are deferred (see :func:`write_group`)."""
+    ``token``: the write's token, under which its uploads are deferred (see :func:`write_group`).
+    ``resumed``: the journal of a resumable write: a task with a receipt there is a constant (its blocks are
+    no longer needed, so culling drops them and what feeds only them), the others write their receipt."""
     tasks: dict[Any, Any] = {}
     handle = ref(handle_key)
     group = data((token, os.getpid()))
     index = itertools.product(*(range(len(d.segments)) for d in plan.dims))
     for gidx, segs in zip(index, plan.groups(), strict=True):
         key = (name, *gidx)
+        if resumed is not None and journal.task_name(gidx) in resumed.done:
+            tasks[key] = value(key, 0)
+            continue
         box = tuple((s.start, s.stop) for s in segs)
         deps = [ref((source, *b)) for b in itertools.product(*(s.blocks for s in segs))]
-        tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), group, *deps)
+        if resumed is not None:
+            receipt = journal.receipt_key(resumed.prefix, gidx)
+            tasks[key] = task(key, write_journaled, handle, data(box), data(_edges(plan, segs)), receipt, *deps)
+        else:
+            tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), group, *deps)
     return tasks
 
 

@@ -12,6 +12,7 @@ milliseconds and holds nothing per key.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -146,6 +147,21 @@ class WritePlan:
     nblocks: int
     metadata_documents: int
     key_names: Any = None  #: ``coords -> key`` for :meth:`partial_key_names` (not compared)
+    skipped_tasks: int = 0  #: ``resume=True``: writer tasks this run's journal shows finished (not run again)
+    skipped_keys: int = 0  #: ``resume=True``: the storage keys those tasks own (neither recomputed nor rewritten)
+
+    def skipping(self, done: frozenset[str]) -> WritePlan:
+        """This plan resumed: the writer tasks named in ``done`` (see :func:`zarr_dask.graph.journal.task_name`)
+        are skipped."""
+        if not done:
+            return self
+        tasks = keys = 0
+        index = itertools.product(*(range(len(d.segments)) for d in self.dims))
+        for gidx, segs in zip(index, self.groups(), strict=True):
+            if ".".join(map(str, gidx)) in done:
+                tasks += 1
+                keys += math.prod(len(s.keys) for s in segs)
+        return dataclasses.replace(self, skipped_tasks=tasks, skipped_keys=keys)
 
     @property
     def keys(self) -> int:
@@ -227,6 +243,9 @@ class WritePlan:
             ("read-modify-writes", str(self.read_modify_writes) + (f" e.g. {', '.join(rmw)}" if rmw else "")),
             ("expected requests", ", ".join(f"{k} {v}" for k, v in self.expected_requests.items())),
         ]
+        if self.skipped_tasks:
+            rows.append(("resumed: skips", f"{self.skipped_tasks} of {self.tasks} writer tasks, "
+                                           f"{self.skipped_keys} of {self.keys} keys"))  # fmt: skip
         return "WritePlan\n" + "\n".join(f"  {k:<26}{v}" for k, v in rows)
 
 

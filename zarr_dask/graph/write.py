@@ -37,8 +37,10 @@ from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.inputs import locate
+from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
+from zarr_dask.graph.resume import journaled_plan, resumable_target
 from zarr_dask.graph.target import (
     IO_OPTIONS,
     Target,
@@ -102,6 +104,7 @@ def _graph(
     consolidated: bool | None,
     lease: str | None = None,
     as_array: bool = False,
+    resumed: Journal | None = None,
 ) -> tuple[Any, str, str]:
     """Writer tasks, the final task (append: the shape commit) that refreshes consolidated metadata, and for
     ``return_stored`` the read-back after it (``as_array``: blocks of ``None`` after it, the array
@@ -111,7 +114,7 @@ def _graph(
     name = f"to-zarr-{token}"
     handle_key = f"zarr-target-{token}"
     tasks: dict[Any, Any] = {handle_key: gateway.value(handle_key, h)}
-    writers = writer_tasks(plan, arr.name, handle_key, name, token)
+    writers = writer_tasks(plan, arr.name, handle_key, name, token, resumed)
     tasks.update(writers)
     handle = gateway.ref(handle_key)
     pending = (gateway.data(h.store.__dask_tokenize__()), token)
@@ -123,13 +126,20 @@ def _graph(
         )
     else:
         commit = f"{name}-done"
-        tasks.update(token_tree(list(writers), name, commit, finish, (handle, target.action, consolidated, *pending)))
+        prefix = resumed.prefix if resumed is not None else None
+        tasks.update(
+            token_tree(list(writers), name, commit, finish, (handle, target.action, consolidated, *pending, prefix))
+        )
     final = commit
     if return_stored or as_array:
         final = f"stored-{token}" if return_stored else f"to-zarr-stored-{token}"
         tasks.update(readback_tasks(plan, arr.chunks, handle_key, commit, final, load=return_stored))
     # the layer is named after the result (a dask array / Delayed finds its layer by its own name)
-    return gateway.graph(final, tasks, dependencies=[arr]), final, token
+    hlg = gateway.graph(final, tasks, dependencies=[arr])
+    if plan.skipped_tasks:  # drop the blocks only finished tasks needed, and what feeds only them
+        outputs = [(final, *b) for b in np.ndindex(*(len(c) for c in arr.chunks))] if final != commit else [final]
+        hlg = gateway.culled(hlg, final, outputs)
+    return hlg, final, token
 
 
 
@@ -142,12 +152,16 @@ def _run(
     lazy: bool | None = None,
     lease: str | None = None,
     as_array: bool = False,
+    resumed: Journal | None = None,
 ) -> Any:
     """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
-    (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases."""
+    (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases;
+    ``resumed``: the journal of a resumable write (its finished tasks are skipped)."""
     check_in_process(target.handle.store)
     plan = make_plan(arr, target)
-    graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array)
+    if resumed is not None:
+        plan = journaled_plan(plan, target, resumed)
+    graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array, resumed)
     result: Any
     if return_stored or as_array:
         meta = np.empty((0,) * arr.ndim, dtype=target.handle.dtype if return_stored else arr.dtype)
@@ -221,6 +235,7 @@ def to_zarr(
     *,
     overwrite: bool = False,
     consolidated: bool | None = None,
+    resume: bool | str = False,
     **kwargs: Any,
 ) -> Any:
     """Write a dask array to a Zarr array; a drop-in for :func:`dask.array.to_zarr`.
@@ -266,6 +281,14 @@ def to_zarr(
         ancestors' documents and, if an entry changes, one write; stores without consolidated metadata get
         none. ``True``: the same, and consolidate the store root when no group holds consolidated metadata
         yet. ``False``: leave consolidated metadata alone (for callers that rewrite it themselves).
+    resume
+        ``True``: make the write resumable, and resume it if a run of the very same write (same computation,
+        target and options) died: the writer tasks its journal shows finished are neither recomputed (their
+        dask blocks, and upstream tasks that feed only them, are culled) nor rewritten. A run name (``str``)
+        instead of the dask array's name identifies the computation (for graphs whose names are random).
+        The journal costs one small write per writer task; it is deleted once the write finished (a region
+        write keeps one record for :func:`~zarr_dask.write_ledger`). See docs/safe-writes.md, "When a write
+        dies".
     **kwargs
         New-array options: ``zarr_format`` (default: the format of the array being overwritten, else of the
         nearest group above the new array, else 3, so a v2 hierarchy gets v2 members), ``chunks`` (default:
@@ -295,15 +318,19 @@ def to_zarr(
     overwrite, region = _mode(mode, overwrite, region, arr, url, component, storage_options)
     # compute=False: a dask array whose blocks compute to None once written, as dask's to_zarr returns
     return _write(arr, url, component, storage_options, region, compute, return_stored, overwrite, consolidated,
-                  kwargs, as_array=not compute)  # fmt: skip
+                  kwargs, as_array=not compute, resume=resume)  # fmt: skip
 
 
 def _write(
     arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any,
     compute: bool, return_stored: bool, overwrite: bool, consolidated: bool | None, kwargs: Mapping[str, Any],
-    as_array: bool, fence: Fence | None = None,
+    as_array: bool, fence: Fence | None = None, resume: bool | str = False,
 ) -> Any:  # fmt: skip
-    target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
+    resumed: Journal | None = None
+    if resume:
+        target, resumed = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, fence, resume)
+    else:
+        target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
     if compute:
         check_in_process(target.handle.store)  # before the metadata: a refused write leaves nothing behind
     transactional = is_transactional(target.handle.store)
@@ -314,11 +341,11 @@ def _write(
             "read the session (zarr_dask.from_zarr(session.store, ...))",
             store=target.handle.store.url,
         )
-    if target.action in ("create", "overwrite"):
-        create_metadata(target)
+    if target.action in ("create", "overwrite") and not (resumed is not None and resumed.resumed):
+        create_metadata(target)  # a resumed write's first run did it (and deleted what it overwrote) already
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
     as_array = as_array and not transactional
-    return _run(arr, target, compute, return_stored, consolidated, as_array=as_array)
+    return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed)
 
 
 def to_zarr_delayed(
@@ -331,15 +358,16 @@ def to_zarr_delayed(
     overwrite: bool = False,
     consolidated: bool | None = None,
     fence: Fence | None = None,
+    resume: bool | str = False,
     **kwargs: Any,
 ) -> Any:
     """:func:`to_zarr` with ``compute=False``, returning a :class:`~dask.delayed.Delayed` that computes to
     the number of keys written (for callers that combine writes, like the xarray backend); ``fence``: the
-    region is a dataset append's, written under its group's append lease."""
+    region is a dataset append's, written under its group's append lease; ``resume``: as for :func:`to_zarr`."""
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     return _write(arr, url, component, storage_options, region, False, False, overwrite, consolidated, kwargs,
-                  as_array=False, fence=fence)  # fmt: skip
+                  as_array=False, fence=fence, resume=resume)  # fmt: skip
 
 
 _MODES = ("a", "w", "w-", "r+")
@@ -538,6 +566,7 @@ def explain_write(
     region: Any = None,
     append_axis: int | None = None,
     consolidated: bool | None = None,
+    resume: bool | str = False,
     **kwargs: Any,
 ) -> WritePlan:
     """The plan :func:`to_zarr` (or :func:`append`, with ``append_axis``) would carry out, without writing.
@@ -554,6 +583,9 @@ def explain_write(
     """
     del consolidated  # accepted for the same call signature as to_zarr / append; it plans no data
     arr = _as_dask(arr)
+    if append_axis is None and resume:  # what a resumed run would skip (reads its journal, writes nothing)
+        target, found = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, None, resume)
+        return make_plan(arr, target).skipping(found.done)
     if append_axis is None:
         return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))
     array = _open_for_append(url, component, storage_options)

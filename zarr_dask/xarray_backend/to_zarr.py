@@ -37,7 +37,7 @@ from zarr_dask.core.commit import (
 )
 from zarr_dask.core.key_writes import is_fill
 from zarr_dask.core.lease import AppendLease, release_lease
-from zarr_dask.errors import WriteConflictError
+from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
@@ -217,7 +217,7 @@ def _is_dask(data: Any) -> bool:
     return hasattr(data, "dask") and hasattr(data, "chunks")
 
 
-def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None) -> Delayed:
+def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None, resume: bool | str = False) -> Delayed:
     if not w.metadata.shape:
         from dask.delayed import delayed
 
@@ -230,6 +230,8 @@ def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None) -> 
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
     if lease is not None and w.action == "append" and w.old_metadata is not None:  # under the group's lease
         kwargs["fence"] = lease.fence(w.old_metadata.shape)
+    if resume and _is_dask(w.data):  # (data in memory has no stable dask name to journal under: written again)
+        kwargs["resume"] = f"{resume}/{w.path}" if isinstance(resume, str) else True
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
     return graph_to_zarr(_as_dask(w, store), target, region=w.region, consolidated=False, **kwargs)  # type: ignore[no-any-return]
 
@@ -291,9 +293,11 @@ def execute(
     compute: bool,
     lease: AppendLease | None = None,
     keep_store: bool = False,
+    resume: bool | str = False,
 ) -> DatasetWriteResult | Delayed:
     """Carry out planned group writes (see the module docstring for the order); ``keep_store``: the result
-    holds the (in-memory) store, for ``store=None``."""
+    holds the (in-memory) store, for ``store=None``; ``resume``: journal the region writes of dask variables
+    (see :func:`zarr_dask.to_zarr`)."""
     from dask.delayed import delayed
 
     store = state.store
@@ -338,7 +342,7 @@ def execute(
         in_memory = [_data_write(w, store, lease) for w in todo if not _is_dask(w.data)]
         dask_compute(*in_memory, **compute_options())  # type: ignore[no-untyped-call]
         todo = [w for w in todo if _is_dask(w.data)]
-    writes = [_data_write(w, store, lease) for w in todo]
+    writes = [_data_write(w, store, lease, resume) for w in todo]
     final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
     if not compute:
         if lease is not None:
@@ -381,6 +385,7 @@ def to_zarr_dataset(
     write_empty_chunks: bool | None = None,
     safe_chunks: bool = True,
     align_chunks: bool = False,
+    resume: bool | str = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a Dataset to a Zarr group: the semantics of ``Dataset.to_zarr``, without its chunk-alignment
     rules.
@@ -426,6 +431,10 @@ def to_zarr_dataset(
         fsspec options for URLs.
     write_empty_chunks
         Store chunks that are all fill value (default: no, as zarr-python).
+    resume
+        With ``region=``: journal each dask variable's region write and, run again after a failure, skip what
+        it finished (:func:`~zarr_dask.to_zarr`'s ``resume``; fan-out jobs: :func:`~zarr_dask.write_ledger`).
+        A string names the run (its part of the run id, per variable). Other modes do not resume yet.
     safe_chunks, align_chunks
         Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
         dask chunks never need to match Zarr chunks and no rechunk is needed.
@@ -446,6 +455,12 @@ def to_zarr_dataset(
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]
     """
     del safe_chunks, align_chunks
+    if resume and region is None:
+        raise UnsupportedFeatureError(
+            "resume= on to_zarr_dataset resumes region= writes (e.g. fan-out jobs into a template) only, for now: "
+            "a whole-dataset write replaces or creates its group first; write the template with compute=False, "
+            "then its regions with resume=True, or write the arrays with zarr_dask.to_zarr(..., resume=True)"
+        )
     ds = _as_dataset(ds)
     opts = WriteOptions(
         mode=validation.choose_mode(mode, append_dim, region),
@@ -463,8 +478,9 @@ def to_zarr_dataset(
         return state, [plan_group(state, path, ds, opts)]
 
     return execute_in_turn(
-        s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None
-    )
+        s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
+        resume=resume,
+    )  # fmt: skip
 
 
 def new_memory_store(storage_options: Mapping[str, Any] | None) -> MemoryStore:
@@ -486,6 +502,7 @@ def execute_in_turn(
     consolidated: bool | None,
     compute: bool,
     keep_store: bool = False,
+    resume: bool | str = False,
 ) -> DatasetWriteResult | Delayed:
     """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
     appends to one group take turns and each plans from the state the previous one committed (see
@@ -497,7 +514,8 @@ def execute_in_turn(
     lease = AppendLease(store, path).acquire() if appending and conditional(store) is not None else None
     try:
         state, plans = plan()
-        return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, keep_store=keep_store)
+        return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, keep_store=keep_store,
+                       resume=resume)  # fmt: skip
     except BaseException:
         if lease is not None:
             lease.release()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from dask._task_spec import DataNode, Task, TaskRef
@@ -204,6 +204,12 @@ def graph(name: str, tasks: Mapping[Hashable, Any], dependencies: Sequence[Any] 
     layers[name] = _TaskLayer(dict(tasks))
     edges[name] = set(base.layers)
     return HighLevelGraph(layers, edges)
+
+
+def culled(hlg: HighLevelGraph, name: str, outputs: Iterable[Hashable]) -> HighLevelGraph:
+    """``hlg`` without the tasks ``outputs`` do not depend on, as one layer named ``name`` (dask's own
+    ``cull`` renames the layers it keeps, and a collection finds its layer by name)."""
+    return HighLevelGraph({name: _TaskLayer(dict(hlg.cull(set(cast(Iterable[Any], outputs)))))}, {name: set()})
 
 
 def delayed_result(key: Any, hlg: HighLevelGraph, layer: str | None = None) -> Delayed:

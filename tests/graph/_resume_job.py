@@ -1,0 +1,77 @@
+"""A write to resume, importable by worker processes and by a child process the tests kill.
+
+The upstream computation is a ``map_blocks`` of :func:`expensive`, a module-level function (so its dask name,
+hence the write's run id, is the same in every process). Each call appends its block's index to a counter
+file, sleeps ``ZD_RESUME_SLEEP`` seconds, and exits its process from the ``ZD_RESUME_EXIT_AT``-th call overall on
+(a worker or client killed mid-write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+SHAPE = (96, 40)
+CHUNKS = (8, 40)  # 12 blocks, one storage key each
+
+
+def expensive(block: np.ndarray, counter: str, block_info: Any = None) -> np.ndarray:
+    where = block_info[0]["chunk-location"][0] if block_info else -1
+    if where < 0:  # dask's call on an empty block, for the meta: not a block
+        return block * 3 + 1
+    with open(counter, "a") as f:  # one line per call, whatever the process (O_APPEND)
+        f.write(f"{where}\n")
+    calls = len(Path(counter).read_text().splitlines())
+    control = Path(counter + ".ctl")  # worker processes read their orders here: {"exit_at": N, "sleep": s}
+    orders = json.loads(control.read_text()) if control.exists() else {}
+    exit_at = int(os.environ.get("ZD_RESUME_EXIT_AT", orders.get("exit_at", 0)))
+    if exit_at and calls >= exit_at:
+        os._exit(17)
+    time.sleep(float(os.environ.get("ZD_RESUME_SLEEP", orders.get("sleep", 0))))
+    return block * 3 + 1
+
+
+class Dies(Exception):
+    """What :func:`flaky` raises on its N-th call."""
+
+
+#: ``flaky``'s state per test: ``{"fail_at": N, "seen": [block indices computed]}``.
+STATE: dict[str, dict[str, Any]] = {}
+
+
+def flaky(block: np.ndarray, key: str, scale: float = 3.0, block_info: Any = None) -> np.ndarray:
+    """``block * scale + 1`` (``scale=1``, no offset: the block itself), raising :class:`Dies` on the
+    ``STATE[key]["fail_at"]``-th call (threads of one process; its dask name is the same each time)."""
+    state = STATE[key]
+    state["seen"].append(block_info[0]["chunk-location"][0] if block_info else -1)
+    if len(state["seen"]) == state["fail_at"]:
+        raise Dies(f"call {state['fail_at']}")
+    return block * scale + 1 if scale != 1 else block
+
+
+def source(counter: str, shape: tuple[int, ...] = SHAPE, chunks: tuple[int, ...] = CHUNKS) -> da.Array:
+    base = da.from_array(np.arange(np.prod(shape), dtype="f8").reshape(shape), chunks=chunks)
+    return base.map_blocks(expensive, counter, dtype="f8")
+
+
+def calls(counter: str) -> list[int]:
+    """The block indices computed so far (one per call; not dask's call on an empty block for the meta)."""
+    p = Path(counter)
+    return [int(x) for x in p.read_text().splitlines() if int(x) >= 0] if p.exists() else []
+
+
+if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER: a client process the test kills
+    import dask
+
+    import zarr_dask
+    from tests.graph import _resume_job  # not __main__'s copies: the same dask names as in the test process
+
+    with dask.config.set(scheduler="threads", num_workers=2):
+        zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)

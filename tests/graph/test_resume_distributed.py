@@ -1,0 +1,123 @@
+"""Resumable writes on a ``LocalCluster`` of worker processes (issue 25): a task that exits its worker
+process on its N-th call, a worker SIGKILLed mid-write; then the same write resumed. Local files and moto S3.
+The scheduler gives up on a task at the first lost worker (``allowed-failures: 0``), so the write dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+
+import zarr_dask
+from tests.graph import _resume_job as job
+from tests.graph.test_resume import files, identities, receipts, settled
+from zarr_dask.graph.journal import JOURNAL_DIR
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0", silence_logs=50
+        )
+    try:
+        with distributed.Client(cluster) as c:
+            yield c
+    finally:
+        cluster.close()
+
+
+def _idle(client: Any) -> None:
+    """Wait until the scheduler holds no task of the failed write (a lost write's other tasks are released)."""
+    deadline = time.monotonic() + 60
+    while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client.wait_for_workers(2, timeout=60)
+
+
+def _die(
+    client: Any, counter: Path, url: str, options: dict[str, Any] | None, kill: bool, done: Any, sleep: float = 0.2
+) -> None:
+    """Run the job's write on the cluster until it dies, once ``done()`` (the receipts) lists 3 finished
+    tasks: the next upstream task to start exits its worker process, or (``kill``) the test SIGKILLs a worker."""
+    control = Path(f"{counter}.ctl")
+    control.write_text(json.dumps({"sleep": sleep}))  # slow upstream blocks: time to see receipts land
+    write = zarr_dask.to_zarr(
+        job.source(str(counter)), url, storage_options=options, chunks=job.CHUNKS, resume=True, compute=False
+    )
+    future = client.compute(write)
+    deadline = time.monotonic() + 60
+    while len(done()) < 3 and not future.done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if kill:
+        os.kill(next(iter(client.run(os.getpid).values())), signal.SIGKILL)
+    else:  # the task that starts next exits its worker on its call, the N-th
+        control.write_text(json.dumps({"sleep": sleep, "exit_at": len(job.calls(str(counter))) + 1}))
+    try:
+        future.result(timeout=120)
+        err = None
+    except Exception as e:  # KilledWorker
+        err = repr(e)
+    finally:
+        future.release()  # else the scheduler keeps the failed keys, and the resumed write gets their error
+        del future
+    assert err is not None and "KilledWorker" in err, err
+    _idle(client)
+    Path(f"{counter}.ctl").unlink()
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["task-exits-worker", "worker-sigkilled"])
+def test_worker_death_then_resume_local(client: Any, tmp_path: Path, kill: bool) -> None:
+    url, counter = tmp_path / "a.zarr", tmp_path / "count"
+    _die(client, counter, str(url), None, kill, lambda: receipts(url))
+    finished = settled(lambda: receipts(url))
+    assert 0 < len(finished) < 12
+    before, computed = identities(url), len(job.calls(str(counter)))
+    zarr_dask.to_zarr(job.source(str(counter)), str(url), chunks=job.CHUNKS, resume=True)
+    again = job.calls(str(counter))[computed:]
+    assert sorted(again) == sorted(set(range(12)) - finished)  # finished blocks: not recomputed
+    after = identities(url)
+    assert all(after[f"c/{i}/0"] == before[f"c/{i}/0"] for i in finished)  # nor rewritten
+    clean = tmp_path / "clean.zarr"
+    zarr_dask.to_zarr(job.source(str(tmp_path / "clean-count")), str(clean), chunks=job.CHUNKS)
+    assert files(url) == files(clean)
+
+
+@pytest.mark.s3
+def test_worker_death_then_resume_s3(client: Any, tmp_path: Path, s3_bucket_url: str, s3_storage_options: dict[str, Any]) -> None:
+    import s3fs
+
+    counter = tmp_path / "count"
+    fs = s3fs.S3FileSystem(**s3_storage_options)
+    root = s3_bucket_url.removeprefix("s3://")
+
+    def stamps() -> dict[str, Any]:
+        fs.invalidate_cache()
+        return {p.removeprefix(root + "/"): i["LastModified"] for p, i in fs.find(root, detail=True).items()}
+
+    def done() -> set[int]:
+        return {int(k.rsplit("/", 1)[-1].split(".")[0]) for k in stamps() if "/t/" in k}
+
+    _die(client, counter, s3_bucket_url, s3_storage_options, False, done, sleep=0.5)  # listings take a while
+    finished = settled(done)
+    assert 0 < len(finished) < 12
+    before, computed = stamps(), len(job.calls(str(counter)))
+    time.sleep(1.1)  # S3 times have a resolution of one second
+    zarr_dask.to_zarr(job.source(str(counter)), s3_bucket_url, storage_options=s3_storage_options,
+                      chunks=job.CHUNKS, resume=True)  # fmt: skip
+    assert sorted(job.calls(str(counter))[computed:]) == sorted(set(range(12)) - finished)
+    after = stamps()
+    assert all(after[f"c/{i}/0"] == before[f"c/{i}/0"] for i in finished)  # finished keys: not put again
+    assert not [k for k in after if JOURNAL_DIR in k]
+    expected = np.arange(np.prod(job.SHAPE)).reshape(job.SHAPE) * 3 + 1
+    np.testing.assert_array_equal(zarr_dask.open_array(s3_bucket_url, storage_options=s3_storage_options)[:], expected)

@@ -1,0 +1,81 @@
+"""``resume=True`` for :func:`~zarr_dask.to_zarr`: the target and journal of a resumable write, and its plan
+(what a resumed run skips). The journal's keys and costs: :mod:`zarr_dask.graph.journal`; the design:
+docs/design/resume.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from zarr_dask.core.lease import Fence
+from zarr_dask.errors import ContainsArrayError, UnsupportedFeatureError
+from zarr_dask.graph import journal
+from zarr_dask.graph.journal import Journal
+from zarr_dask.graph.plan import WritePlan
+from zarr_dask.graph.target import Target, resolve_target
+from zarr_dask.store.transactions import is_transactional
+
+__all__ = ["journaled_plan", "resumable_target"]
+
+_log = logging.getLogger("zarr_dask.graph")
+
+
+def journaled_plan(plan: WritePlan, target: Target, resumed: Journal) -> WritePlan:
+    """The plan of a resumable write: a resumed one skips the tasks its journal shows finished; a new one
+    writes its journal's ``begin`` record first."""
+    h = target.handle
+    if not resumed.resumed:
+        journal.begin(h.store, resumed.prefix, resumed.run, plan.region, plan.tasks, plan.keys)
+        return plan
+    plan = plan.skipping(resumed.done)
+    _log.info(
+        "%s /%s: resuming run %s: %d of %d writer tasks (%d of %d keys) finished already, not run again",
+        h.store.url, h.path, resumed.run, plan.skipped_tasks, plan.tasks, plan.skipped_keys, plan.keys,
+    )  # fmt: skip
+    return plan
+
+
+def resumable_target(
+    arr: Any, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, overwrite: bool,
+    region: Any, kwargs: Mapping[str, Any], fence: Fence | None, resume: bool | str,
+) -> tuple[Target, Journal]:  # fmt: skip
+    """The target and journal of ``resume=True``: a create whose first run created the array (and wrote its
+    journal) resumes into it; an overwrite resumes only while the array's documents are still the ones its
+    first run wrote (else it starts over: deletes and writes everything again).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> x = da.ones((4, 2), chunks=2)
+    >>> target, found = resumable_target(x, "memory://resume-doc", None, None, False, None, {}, None, True)
+    >>> target.action, found.resumed, found.prefix.startswith(".zd-resume/")
+    ('create', False, True)
+    """
+    if not isinstance(resume, bool | str):
+        raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
+    try:
+        target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
+    except ContainsArrayError as exc:  # created by a first run of this write?
+        target = resolve_target(arr, url, component, storage_options, True, region, kwargs, fence)
+        found = journal.open_journal(arr, target, resume)
+        if not found.resumed or not documents_unchanged(target):
+            raise exc from None
+        return dataclasses.replace(target, action="create"), found
+    if is_transactional(target.handle.store):
+        raise UnsupportedFeatureError(
+            "resume=True cannot journal a write into an Icechunk session: what it wrote is lost with an uncommitted "
+            "session; commit in parts instead (one session per part), or drop resume=True",
+            store=target.handle.store.url,
+        )
+    found = journal.open_journal(arr, target, resume)
+    if found.resumed and target.action == "overwrite" and not documents_unchanged(target):
+        found = dataclasses.replace(found, resumed=False, done=frozenset())  # changed since: overwrite again
+    return target, found
+
+
+def documents_unchanged(target: Target) -> bool:
+    """True when the array's stored documents are the ones this write writes (one batched read)."""
+    docs = target.documents
+    return target.handle.store.get_many(list(docs)) == docs
