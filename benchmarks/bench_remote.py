@@ -90,6 +90,7 @@ THREADS = 2
 COLS, CHUNK, SHARD = 2048, 512, 2048
 ZSTD0 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 OURS, OURS_UNIT, PEER, TS, FLOOR = "zarr_dask", "zarr_dask chunks=unit", "dask+zarr-python", "tensorstore", "floor"
+OURS_FSSPEC = "zarr_dask fsspec"  # reads: ours with remote_transport=fsspec (OURS takes the default, obstore)
 FLOOR_WHOLE = "floor whole shards"  # shards only: one GET per shard (a whole read needs every byte of it)
 STATS = "/_zd_stats"  # control paths of the servers: not delayed, not counted
 BUCKET = "zd-bench"
@@ -98,6 +99,13 @@ try:
     import tensorstore as ts
 except ImportError:  # a benchmark-only dependency
     ts = None
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except Exception:
+        return "not installed"
 
 
 def make_data() -> np.ndarray:
@@ -407,8 +415,13 @@ def read_workload(table: Table, label: str, root: Path, endpoint: str, data: np.
         store = FsspecStore.from_url(url, read_only=True)
         return da.from_zarr(zarr.open_array(store, mode="r")).compute()
 
+    def ours_fsspec() -> Any:
+        with dask.config.set({"zarr_dask.remote-transport": "fsspec"}):
+            return zarr_dask.from_zarr(url).compute()
+
     contenders: dict[str, Callable[[], Any]] = {
         OURS: lambda: zarr_dask.from_zarr(url).compute(),
+        OURS_FSSPEC: ours_fsspec,
         OURS_UNIT: lambda: zarr_dask.from_zarr(url, chunks=unit).compute(),
         PEER: peer,
         FLOOR: lambda: floor_read(url, data.shape, sharded),
@@ -581,7 +594,7 @@ def write_workload(table: Table, label: str, data: np.ndarray, sharded: bool, ta
 
 # --------------------------------------------------------------------------------------------- summary
 def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
-    columns = [OURS, OURS_UNIT, TS, PEER, FLOOR, FLOOR_WHOLE]
+    columns = [OURS, OURS_FSSPEC, OURS_UNIT, TS, PEER, FLOOR, FLOOR_WHOLE]
     meds: dict[str, dict[str, float]] = {}
     extras: dict[tuple[str, str], str] = {}
     for w, c, t, extra in table.rows:
@@ -631,6 +644,7 @@ def main() -> None:
         os.environ.setdefault(name, value)
     data = make_data()
     print(f"bench_remote: {data.shape} float32 ({data.nbytes / 2**20:.0f} MiB), {LATENCY * 1000:g} ms per request; "
+          f"remote_transport {zarr_dask.config.get('remote_transport')}, obstore {_version('obstore')}; "
           f"dask {dask.__version__}, zarr-python {zarr.__version__}, tensorstore "
           f"{version('tensorstore') if ts is not None else 'not installed'}; threaded scheduler, {THREADS} workers",
           flush=True)  # fmt: skip
