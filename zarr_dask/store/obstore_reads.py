@@ -144,9 +144,12 @@ def _make(fs: Any) -> ObstoreReads | str:
     why = "" if kind else "not an HTTP(S) or s3fs filesystem"
     if not why:
         try:
-            import obstore  # noqa: F401
+            import obstore
         except ImportError:
-            why = "obstore is not installed (pip install obstore)"
+            why = "obstore is not installed (pip install 'zarr-dask[obstore]')"
+        else:
+            if tuple(int(p) for p in obstore.__version__.split(".")[:2] if p.isdigit()) < (0, 12):
+                why = f"obstore {obstore.__version__} is older than 0.12 (the version measured and tested)"
     if not why and any(os.environ.get(name) for name in _PROXY_ENV):
         why = "a proxy is configured in the environment"
     if not why and getattr(fs, "asynchronous", False):
