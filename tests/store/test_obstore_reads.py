@@ -149,3 +149,30 @@ def test_a_bad_transport_value_warns_and_auto_is_used(monkeypatch: pytest.Monkey
     monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "rust")
     with pytest.warns(RuntimeWarning, match="expected auto, fsspec or obstore"):
         assert config.get("remote_transport") == "auto"
+
+
+def _read_in_child(url: str, out: Any) -> None:
+    store = FsspecStore.from_url(url, storage_options={"skip_instance_cache": True})
+    out.put((obstore_reads(store.fs) is None, store.get_many(["k0"])))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_a_forked_child_reads_through_fsspec(served: tuple[Path, str]) -> None:
+    """obstore's runtime does not survive a fork: a child that used it after its parent did would hang."""
+    import multiprocessing
+    import warnings
+
+    _, endpoint = served
+    url = f"{endpoint}/data"
+    assert FsspecStore.from_url(url).get_many(["k0"]) == {"k0": bytes(range(10))}  # the parent uses obstore
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a multi-threaded process (Python >= 3.12)
+        child = ctx.Process(target=_read_in_child, args=(url, out))
+        child.start()
+    try:
+        assert out.get(timeout=60) == (True, {"k0": bytes(range(10))})
+    finally:
+        child.join(60)
+    assert child.exitcode == 0

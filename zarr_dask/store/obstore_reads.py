@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _ATTRIBUTE = "_zarr_dask_obstore_reads"
 _LOCK = threading.Lock()
+#: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
+#: uses obstore after its parent did hangs), so a forked child reads through fsspec.
+_FIRST_USE_PID: int | None = None
+_FORKED = "a process forked after obstore was used (its runtime does not survive a fork)"
 
 
 class ObstoreReads:
@@ -117,8 +121,10 @@ def obstore_reads(fs: Any) -> ObstoreReads | None:
             cached = _make(fs)
             if hasattr(fs, "__dict__"):
                 fs.__dict__[_ATTRIBUTE] = cached
-    if isinstance(cached, ObstoreReads):
+    if isinstance(cached, ObstoreReads) and _FIRST_USE_PID in (None, os.getpid()):
         return cached
+    if isinstance(cached, ObstoreReads):
+        cached = _FORKED
     if choice == "obstore" and _kind(fs):
         raise UnsupportedFeatureError(
             f"remote_transport='obstore' cannot read through {type(fs).__name__}: {cached}; set the "
@@ -126,6 +132,11 @@ def obstore_reads(fs: Any) -> ObstoreReads | None:
             store=str(getattr(fs, "protocol", "")),
         )
     return None
+
+
+def _first_use() -> None:
+    global _FIRST_USE_PID
+    _FIRST_USE_PID = _FIRST_USE_PID or os.getpid()
 
 
 def _kind(fs: Any) -> str:
@@ -152,6 +163,8 @@ def _make(fs: Any) -> ObstoreReads | str:
                 why = f"obstore {obstore.__version__} is older than 0.12 (the version measured and tested)"
     if not why and any(os.environ.get(name) for name in _PROXY_ENV):
         why = "a proxy is configured in the environment"
+    if not why and _FIRST_USE_PID not in (None, os.getpid()):
+        why = _FORKED
     if not why and getattr(fs, "asynchronous", False):
         why = "an asynchronous filesystem (its loop belongs to the caller)"
     made: ObstoreReads | str = why
@@ -160,6 +173,7 @@ def _make(fs: Any) -> ObstoreReads | str:
     if isinstance(made, str):
         log.debug("reads of %r stay on fsspec: %s", fs, made)
     else:
+        _first_use()
         log.debug("reads of %r go through obstore", fs)
     return made
 
