@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import multiprocessing
@@ -450,6 +451,31 @@ def read_workload(table: Table, label: str, root: Path, endpoint: str, data: np.
         table.add(label, cname, t, f"{s['requests']} requests, max {s['max_in_flight']} in flight")
 
 
+def transport_workload(table: Table, root: Path, endpoint: str) -> None:
+    """The transport alone: ``FsspecStore.get_many`` of every stored key (no decoding), obstore vs fsspec,
+    in ``max(REPEAT, 5)`` interleaved rounds."""
+    from zarr_dask.store import FsspecStore
+
+    def get_all(name: str, keys: list[str], transport: str) -> None:
+        with dask.config.set({"zarr_dask.remote-transport": transport}):
+            if len(FsspecStore.from_url(f"{endpoint}/{name}").get_many(keys)) != len(keys):
+                raise AssertionError(f"{name}: {transport} missed keys")
+
+    for name in ("chunks.zarr", "shards.zarr"):
+        keys = sorted(str(p.relative_to(root / name)) for p in (root / name).rglob("*") if p.is_file()
+                      and p.name != "zarr.json")  # fmt: skip
+        label = f"transport http {name.split('.')[0]} (GETs only)"
+        runs = {OURS: functools.partial(get_all, name, keys, "obstore"), OURS_FSSPEC: functools.partial(get_all, name, keys, "fsspec")}
+        counts = {}
+        for cname, func in runs.items():  # the warm-up, counted
+            take_stats(endpoint)
+            func()
+            counts[cname] = take_stats(endpoint)
+        for cname, t in race(runs, repeat=max(REPEAT, 5), warmup=False).items():
+            c = counts[cname]
+            table.add(label, cname, t, f"{c['requests']} requests, max {c['max_in_flight']} in flight")
+
+
 # ---------------------------------------------------------------------------------------------- writes
 class CountingLatencyFS(LatencyFileSystem):
     """The latency filesystem, counting requests and the most in flight (class-wide, any thread)."""
@@ -618,7 +644,9 @@ def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
                 cells.append("-")
         reads = w.startswith("read")
         refs = [c for c in ((TS, FLOOR, FLOOR_WHOLE) if reads else (TS, PEER)) if c in m]
-        if OURS in m and refs:
+        if w.startswith("transport") and OURS in m and OURS_FSSPEC in m:
+            ratio = f"{m[OURS] / m[OURS_FSSPEC]:.2f}x fsspec"
+        elif OURS in m and refs:
             best = min(refs, key=m.__getitem__)
             ratio = f"{m[OURS] / m[best]:.2f}x {best}" + (" ok" if m[OURS] <= 1.2 * m[best] else " MISSED")
             if OURS_UNIT in m:
@@ -626,6 +654,8 @@ def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
         else:
             ratio = "n/a"
         target = "<= 1.2x best(tensorstore, floors)" if reads else "<= 1.2x best(tensorstore, dask+zarr-python)"
+        if w.startswith("transport"):
+            target = "(obstore vs fsspec, no decoding)"
         print(f"| {w} | " + " | ".join(cells) + f" | {ratio} | {target} |")
     if skipped:
         print("\nskipped:")
@@ -660,6 +690,7 @@ def main() -> None:
         with child_server(_serve_http, str(root), LATENCY) as endpoint:
             read_workload(table, "read http chunks", root, endpoint, data, False, skipped)
             read_workload(table, "read http shards", root, endpoint, data, True, skipped)
+            transport_workload(table, root, endpoint)
     print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     if want("write-latency"):
         write_workload(table, "write latency chunks", data, False, "latency", None, skipped)
