@@ -176,3 +176,29 @@ def test_a_forked_child_reads_through_fsspec(served: tuple[Path, str]) -> None:
     finally:
         child.join(60)
     assert child.exitcode == 0
+
+
+def test_errors_are_fsspecs_and_come_quickly(served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read obstore fails is sent again through fsspec: an out-of-bounds range is b"" as on fsspec, an
+    unreachable server fails with aiohttp's error after a few retries (not obstore's default 3 minutes)."""
+    import socket
+    import time
+
+    from zarr_dask.errors import StoreError
+
+    _, endpoint = served
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "obstore")
+    store = FsspecStore.from_url(f"{endpoint}/data", storage_options={"skip_instance_cache": True})
+    assert store.get_ranges([("k0", 20, 30), ("k0", 0, 2)]) == [b"", bytes([0, 1])]
+    reads = obstore_reads(store.fs)
+    assert reads is not None and not reads._off  # a 416 is the request's fault: obstore stays on
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    down = FsspecStore.from_url(f"http://127.0.0.1:{port}/x", storage_options={"skip_instance_cache": True})
+    t0 = time.perf_counter()
+    with pytest.raises(StoreError, match="cannot read key 'a'.*ClientConnectorError"):
+        down.get_many(["a"])
+    assert time.perf_counter() - t0 < 60
+    down_reads = obstore_reads(down.fs)
+    assert down_reads is not None and list(down_reads._off) == [f"http://127.0.0.1:{port}"]  # later: fsspec only

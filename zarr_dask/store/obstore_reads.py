@@ -55,6 +55,9 @@ _LOCK = threading.Lock()
 #: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
 #: uses obstore after its parent did hangs), so a forked child reads through fsspec.
 _FIRST_USE_PID: int | None = None
+#: obstore retries 5xx, dropped connections and timeouts (10 times within 3 minutes by default); a few times
+#: within 30 s, as the direct S3 puts do, before the read goes to fsspec (and its error to the user).
+_RETRY: Any = {"max_retries": 4, "retry_timeout": timedelta(seconds=30)}
 _FORKED = "a process forked after obstore was used (its runtime does not survive a fork)"
 
 
@@ -70,16 +73,16 @@ class ObstoreReads:
         self._make = make
         self._split = split
         self._stores: dict[str, Any] = {}
+        self._off: dict[str, Exception] = {}  # stores whose reads failed in obstore: fsspec sends them
 
-    async def _store(self, path: str) -> tuple[Any, str]:
-        name, key = self._split(path)
+    async def _store(self, name: str) -> Any:
         made = self._stores.get(name)
         if made is None:
             made = self._stores.setdefault(name, await self._make(name))
         store, credentials = made
         if credentials is not None:
             await credentials.refresh()
-        return store, key
+        return store
 
     def get(self, path: str, start: int | None = None, end: int | None = None) -> Coroutine[Any, Any, Any]:
         """A coroutine reading ``path[start:end]`` (``None`` bounds: from the start / to the end; a negative
@@ -90,8 +93,11 @@ class ObstoreReads:
         import obstore
         from obstore.exceptions import NotFoundError
 
+        name, key = self._split(path)
+        if name in self._off:
+            return self._off[name]
         try:
-            store, key = await self._store(path)
+            store = await self._store(name)
             options: dict[str, Any] = {}
             if start is not None and start < 0 and end is None:
                 options["range"] = {"suffix": -start}
@@ -103,8 +109,16 @@ class ObstoreReads:
             return bytes(await result.bytes_async())
         except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
             return None
-        except Exception as exc:  # returned for the store to name its key, as fsspec's on_error="return"
+        except Exception as exc:  # returned for the store to send through fsspec, as on_error="return" does
+            if not _range_error(exc):  # obstore retried what is transient: what is left would fail again
+                log.debug("obstore reads of %s off after %s: %s", name, type(exc).__name__, exc)
+                self._off[name] = exc
             return exc
+
+
+def _range_error(exc: Exception) -> bool:
+    """An out-of-bounds range (``416``): a property of the request, not of the store."""
+    return "416" in str(exc) or "Range" in type(exc).__name__
 
 
 def obstore_reads(fs: Any) -> ObstoreReads | None:
@@ -129,7 +143,7 @@ def obstore_reads(fs: Any) -> ObstoreReads | None:
         raise UnsupportedFeatureError(
             f"remote_transport='obstore' cannot read through {type(fs).__name__}: {cached}; set the "
             "remote_transport knob (zarr_dask.config) to 'auto' to read through fsspec here",
-            store=str(getattr(fs, "protocol", "")),
+            store=_kind(fs) + "://",
         )
     return None
 
@@ -195,7 +209,7 @@ def _http(fs: Any) -> ObstoreReads | str:
         options: dict[str, Any] = {"allow_http": origin.startswith("http:")}
         if headers:
             options["default_headers"] = headers
-        return HTTPStore.from_url(origin, client_options=options), None  # type: ignore[arg-type]
+        return HTTPStore.from_url(origin, client_options=options, retry_config=_RETRY), None  # type: ignore[arg-type]
 
     def split(path: str) -> tuple[str, str]:
         parts = urlsplit(path)
@@ -241,10 +255,12 @@ def _s3(fs: Any) -> ObstoreReads | str:
         client_options = {"allow_http": endpoint.startswith("http:")}
         if anon:
             conf["skip_signature"] = True
-            return S3Store(bucket, config=conf, client_options=client_options), None  # type: ignore[arg-type]
+            return S3Store(bucket, config=conf, client_options=client_options, retry_config=_RETRY), None  # type: ignore[arg-type]
         credentials = _Credentials(bucket_client._request_signer._credentials)
         await credentials.refresh()
-        store = S3Store(bucket, config=conf, client_options=client_options, credential_provider=credentials)  # type: ignore[arg-type]
+        provider: Any = credentials
+        store = S3Store(bucket, config=conf, client_options=client_options, retry_config=_RETRY,  # type: ignore[arg-type]
+                        credential_provider=provider)  # fmt: skip
         return store, credentials
 
     def split(path: str) -> tuple[str, str]:
