@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,11 +16,9 @@ from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
-from zarr_dask.store.obstore_reads import gather_reads, obstore_reads
+from zarr_dask.store.obstore_reads import read_through_obstore
 
 __all__ = ["FsspecStore"]
-
-log = logging.getLogger(__name__)
 
 #: Exceptions that mean "no value under this key".
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -150,7 +147,8 @@ class FsspecStore(Store):
         if not by_path:
             return {}
         self.counters.add(get=len(by_path))
-        results: dict[str, Any] = {r[0]: v for r, v in self._obstore_get([(p, None, None) for p in by_path]).items()}
+        through_obstore = read_through_obstore(self.fs, self.url, [(p, None, None) for p in by_path])
+        results: dict[str, Any] = {read[0]: value for read, value in through_obstore.items()}
         rest = [path for path in by_path if path not in results]
         try:
             if rest:
@@ -175,24 +173,6 @@ class FsspecStore(Store):
             values = self.fs.cat_ranges(paths, None, None, on_error="return", **batch, **self._whole)
             return dict(zip(paths, values, strict=True))
         return dict(self.fs.cat(paths, on_error="return", **batch, **self._whole))
-
-    def _obstore_get(self, reads: list[tuple[str, int | None, int | None]]) -> dict[tuple[Any, ...], Any]:
-        """``{(path, start, end): bytes or None (missing)}`` read through obstore, where this
-        filesystem's reads go through it; a read that failed there is left out (for fsspec to send, so every
-        error a user sees is fsspec's own)."""
-        transport = obstore_reads(self.fs) if self.fs.async_impl else None
-        if transport is None:
-            return {}
-        with requests.slots(len(reads)) as n:
-            values = gather_reads([transport.get(*read) for read in reads], n)
-        out: dict[tuple[Any, ...], Any] = {}
-        for read, value in zip(reads, values, strict=True):
-            if not isinstance(value, BaseException):
-                out[read] = value
-        failed = len(reads) - len(out)
-        if failed:
-            log.debug("%d of %d obstore reads of %s failed; sending them through fsspec", failed, len(reads), self.url)
-        return out
 
     def get_ranges(self, requests: Sequence[ByteRange]) -> list[bytes | None]:
         """Read byte ranges in one ``fs.cat_ranges`` call (concurrent on async filesystems).
@@ -239,7 +219,7 @@ class FsspecStore(Store):
 
     def _fetch_ranges(self, plans: list[_RangePlan]) -> None:
         """One ``cat_ranges`` call for all plans; results are stored on the plans."""
-        done = self._obstore_get([(plan.path, plan.start, plan.end) for plan in plans])
+        done = read_through_obstore(self.fs, self.url, [(plan.path, plan.start, plan.end) for plan in plans])
         for plan in plans:
             if (plan.path, plan.start, plan.end) in done:
                 plan.value = done[(plan.path, plan.start, plan.end)]

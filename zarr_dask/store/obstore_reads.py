@@ -37,7 +37,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 from zarr_dask import config
 from zarr_dask.errors import UnsupportedFeatureError
 
-__all__ = ["ObstoreReads", "gather_reads", "obstore_reads"]
+__all__ = ["ObstoreReads", "obstore_reads", "read_through_obstore"]
 
 log = logging.getLogger(__name__)
 
@@ -292,10 +292,23 @@ class _Credentials:
                 "expires_at": expires}  # fmt: skip
 
 
-def gather_reads(coros: Sequence[Coroutine[Any, Any, Any]], n: int) -> list[Any]:
-    """Run read coroutines on fsspec's event loop, ``n`` at once (and more while the budget has room)."""
+def read_through_obstore(
+    fs: Any, url: str, reads: list[tuple[str, int | None, int | None]]
+) -> dict[tuple[Any, ...], Any]:
+    """``{(path, start, end): bytes or None (missing)}`` for the reads of ``fs`` that obstore made (none where
+    its reads stay on fsspec); a read that failed in obstore is left out, for fsspec to send (so every error a
+    user sees is fsspec's own). Runs on fsspec's loop under the process's request budget."""
+    transport = obstore_reads(fs) if fs.async_impl else None
+    if transport is None:
+        return {}
     from fsspec.asyn import get_loop, sync
 
     from zarr_dask.store import requests
 
-    return list(sync(get_loop(), requests.gather, coros, n))
+    with requests.slots(len(reads)) as n:
+        values = sync(get_loop(), requests.gather, [transport.get(*read) for read in reads], n)
+    out = {read: value for read, value in zip(reads, values, strict=True) if not isinstance(value, BaseException)}
+    if len(out) < len(reads):
+        failed = len(reads) - len(out)
+        log.debug("%d of %d obstore reads of %s failed; sending them through fsspec", failed, len(reads), url)
+    return out
