@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import multiprocessing
@@ -90,6 +91,7 @@ THREADS = 2
 COLS, CHUNK, SHARD = 2048, 512, 2048
 ZSTD0 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 OURS, OURS_UNIT, PEER, TS, FLOOR = "zarr_dask", "zarr_dask chunks=unit", "dask+zarr-python", "tensorstore", "floor"
+OURS_FSSPEC = "zarr_dask fsspec"  # reads: ours with remote_transport=fsspec (OURS takes the default, obstore)
 FLOOR_WHOLE = "floor whole shards"  # shards only: one GET per shard (a whole read needs every byte of it)
 STATS = "/_zd_stats"  # control paths of the servers: not delayed, not counted
 BUCKET = "zd-bench"
@@ -98,6 +100,13 @@ try:
     import tensorstore as ts
 except ImportError:  # a benchmark-only dependency
     ts = None
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except Exception:
+        return "not installed"
 
 
 def make_data() -> np.ndarray:
@@ -407,8 +416,13 @@ def read_workload(table: Table, label: str, root: Path, endpoint: str, data: np.
         store = FsspecStore.from_url(url, read_only=True)
         return da.from_zarr(zarr.open_array(store, mode="r")).compute()
 
+    def ours_fsspec() -> Any:
+        with dask.config.set({"zarr_dask.remote-transport": "fsspec"}):
+            return zarr_dask.from_zarr(url).compute()
+
     contenders: dict[str, Callable[[], Any]] = {
         OURS: lambda: zarr_dask.from_zarr(url).compute(),
+        OURS_FSSPEC: ours_fsspec,
         OURS_UNIT: lambda: zarr_dask.from_zarr(url, chunks=unit).compute(),
         PEER: peer,
         FLOOR: lambda: floor_read(url, data.shape, sharded),
@@ -435,6 +449,31 @@ def read_workload(table: Table, label: str, root: Path, endpoint: str, data: np.
     for cname, t in times.items():
         s = stats[cname]
         table.add(label, cname, t, f"{s['requests']} requests, max {s['max_in_flight']} in flight")
+
+
+def transport_workload(table: Table, root: Path, endpoint: str) -> None:
+    """The transport alone: ``FsspecStore.get_many`` of every stored key (no decoding), obstore vs fsspec,
+    in ``max(REPEAT, 5)`` interleaved rounds."""
+    from zarr_dask.store import FsspecStore
+
+    def get_all(name: str, keys: list[str], transport: str) -> None:
+        with dask.config.set({"zarr_dask.remote-transport": transport}):
+            if len(FsspecStore.from_url(f"{endpoint}/{name}").get_many(keys)) != len(keys):
+                raise AssertionError(f"{name}: {transport} missed keys")
+
+    for name in ("chunks.zarr", "shards.zarr"):
+        keys = sorted(str(p.relative_to(root / name)) for p in (root / name).rglob("*") if p.is_file()
+                      and p.name != "zarr.json")  # fmt: skip
+        label = f"transport http {name.split('.')[0]} (GETs only)"
+        runs = {OURS: functools.partial(get_all, name, keys, "obstore"), OURS_FSSPEC: functools.partial(get_all, name, keys, "fsspec")}
+        counts = {}
+        for cname, func in runs.items():  # the warm-up, counted
+            take_stats(endpoint)
+            func()
+            counts[cname] = take_stats(endpoint)
+        for cname, t in race(runs, repeat=max(REPEAT, 5), warmup=False).items():
+            c = counts[cname]
+            table.add(label, cname, t, f"{c['requests']} requests, max {c['max_in_flight']} in flight")
 
 
 # ---------------------------------------------------------------------------------------------- writes
@@ -581,7 +620,7 @@ def write_workload(table: Table, label: str, data: np.ndarray, sharded: bool, ta
 
 # --------------------------------------------------------------------------------------------- summary
 def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
-    columns = [OURS, OURS_UNIT, TS, PEER, FLOOR, FLOOR_WHOLE]
+    columns = [OURS, OURS_FSSPEC, OURS_UNIT, TS, PEER, FLOOR, FLOOR_WHOLE]
     meds: dict[str, dict[str, float]] = {}
     extras: dict[tuple[str, str], str] = {}
     for w, c, t, extra in table.rows:
@@ -605,7 +644,9 @@ def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
                 cells.append("-")
         reads = w.startswith("read")
         refs = [c for c in ((TS, FLOOR, FLOOR_WHOLE) if reads else (TS, PEER)) if c in m]
-        if OURS in m and refs:
+        if w.startswith("transport") and OURS in m and OURS_FSSPEC in m:
+            ratio = f"{m[OURS] / m[OURS_FSSPEC]:.2f}x fsspec"
+        elif OURS in m and refs:
             best = min(refs, key=m.__getitem__)
             ratio = f"{m[OURS] / m[best]:.2f}x {best}" + (" ok" if m[OURS] <= 1.2 * m[best] else " MISSED")
             if OURS_UNIT in m:
@@ -613,6 +654,8 @@ def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
         else:
             ratio = "n/a"
         target = "<= 1.2x best(tensorstore, floors)" if reads else "<= 1.2x best(tensorstore, dask+zarr-python)"
+        if w.startswith("transport"):
+            target = "(obstore vs fsspec, no decoding)"
         print(f"| {w} | " + " | ".join(cells) + f" | {ratio} | {target} |")
     if skipped:
         print("\nskipped:")
@@ -631,6 +674,7 @@ def main() -> None:
         os.environ.setdefault(name, value)
     data = make_data()
     print(f"bench_remote: {data.shape} float32 ({data.nbytes / 2**20:.0f} MiB), {LATENCY * 1000:g} ms per request; "
+          f"remote_transport {zarr_dask.config.get('remote_transport')}, obstore {_version('obstore')}; "
           f"dask {dask.__version__}, zarr-python {zarr.__version__}, tensorstore "
           f"{version('tensorstore') if ts is not None else 'not installed'}; threaded scheduler, {THREADS} workers",
           flush=True)  # fmt: skip
@@ -646,6 +690,7 @@ def main() -> None:
         with child_server(_serve_http, str(root), LATENCY) as endpoint:
             read_workload(table, "read http chunks", root, endpoint, data, False, skipped)
             read_workload(table, "read http shards", root, endpoint, data, True, skipped)
+            transport_workload(table, root, endpoint)
     print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     if want("write-latency"):
         write_workload(table, "write latency chunks", data, False, "latency", None, skipped)

@@ -82,6 +82,13 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _transport(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("auto", "fsspec", "obstore"):
+        raise ValueError(f"not one of auto, fsspec, obstore: {value!r}")
+    return text
+
+
 _CPUS = max(1, min(os.cpu_count() or 1, 16))  # read once: os.cpu_count() costs a system call per use
 
 
@@ -145,6 +152,10 @@ KNOBS: dict[str, Knob] = {
              "most inner chunks per shard a metadata document may declare"),
         Knob("max_requests", _positive_int, 64, "integer >= 1",
              "requests to remote stores (fsspec, S3) in flight at once per process, over all threads and arrays"),
+        Knob("remote_transport", _transport, "auto", "auto, fsspec or obstore",
+             "what sends reads of `http(s)://` and `s3://` stores: `auto` = obstore for HTTP(S) where it is installed "
+             "and can reproduce the filesystem's requests, else fsspec; `obstore` = also S3, always (an error where "
+             "it cannot); `fsspec` = never obstore"),
         Knob("s3_direct_put", parse_bool, True, "boolean",
              "send chunk and shard uploads to S3 (s3fs) as SigV4-signed requests of our own instead of through "
              "botocore's pipeline (same requests and errors; see zarr_dask/store/s3put.py)"),

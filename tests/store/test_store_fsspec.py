@@ -44,6 +44,7 @@ def fsspec_store(request: pytest.FixtureRequest) -> FsspecStore:
 
 # ---------------------------------------------------------------------------------------- batching
 def test_batches_are_one_fsspec_call(fsspec_store: FsspecStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "fsspec")  # obstore's reads: tests/store/test_obstore_reads.py
     fs = fsspec_store.fs
     pipe, cat = _Spy(monkeypatch, fs, "pipe"), _Spy(monkeypatch, fs, "cat")
     ranges, rm = _Spy(monkeypatch, fs, "cat_ranges"), _Spy(monkeypatch, fs, "rm")
@@ -68,6 +69,7 @@ def test_batches_are_one_fsspec_call(fsspec_store: FsspecStore, monkeypatch: pyt
 
 
 def test_glob_characters_do_not_glob(fsspec_store: FsspecStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "fsspec")
     fsspec_store.set_many({"a/x1": b"1", "a/x2": b"2", "a/x*": b"star"})
     ranges = _Spy(monkeypatch, fsspec_store.fs, "cat_ranges")
     assert fsspec_store.get_many(["a/x*", "a/x?"]) == {"a/x*": b"star"}
@@ -186,6 +188,7 @@ def test_s3_one_request_per_key(
     s3_bucket_url: str, s3_storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No HEAD before each GET (s3fs does one by default for whole objects): one GET per key."""
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "fsspec")
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     assert isinstance(store, FsspecStore)
     store.set_many({f"k{i}": b"v" * 10 for i in range(3)})

@@ -16,6 +16,7 @@ from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
+from zarr_dask.store.obstore_reads import read_through_obstore
 
 __all__ = ["FsspecStore"]
 
@@ -138,31 +139,38 @@ class FsspecStore(Store):
         return value
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist, in one ``fs.cat`` (concurrent on async filesystems)."""
+        """Return the values of the keys that exist, in one ``fs.cat`` (concurrent on async filesystems), or
+        one obstore GET each where reads go through obstore (:mod:`zarr_dask.store.obstore_reads`)."""
         by_path = {self._path(key): key for key in keys}
         if not by_path:
             return {}
         self.counters.add(get=len(by_path))
-        paths = list(by_path)
+        through_obstore = read_through_obstore(self.fs, self.url, [(p, None, None) for p in by_path])
+        results: dict[str, Any] = {read[0]: value for read, value in through_obstore.items()}
+        rest = [path for path in by_path if path not in results]
         try:
-            with self._slots(len(paths)) as batch:
-                if any(map(has_glob_magic, paths)):  # fs.cat would glob: ask for literal whole-file ranges
-                    values = self.fs.cat_ranges(paths, None, None, on_error="return", **batch, **self._whole)
-                    results = dict(zip(paths, values, strict=True))
-                else:
-                    results = self.fs.cat(paths, on_error="return", **batch, **self._whole)
+            if rest:
+                with self._slots(len(rest)) as batch:
+                    results.update(self._cat(rest, batch))
         except Exception as exc:
-            raise self._error("read", by_path[paths[0]], exc) from exc
+            raise self._error("read", by_path[rest[0]], exc) from exc
         found = {}
         for path, value in results.items():
             key = by_path.get(self.fs._strip_protocol(path), by_path.get(path))
-            if key is None or isinstance(value, self._missing):
+            if key is None or value is None or isinstance(value, self._missing):
                 continue
             if isinstance(value, BaseException):
                 raise self._error("read", key, value) from value
             found[key] = bytes(value)
         self.counters.add(bytes_read=sum(map(len, found.values())))
         return found
+
+    def _cat(self, paths: list[str], batch: dict[str, int]) -> dict[str, Any]:
+        """``fs.cat`` of literal paths (errors returned in place of values)."""
+        if any(map(has_glob_magic, paths)):  # fs.cat would glob: ask for literal whole-file ranges
+            values = self.fs.cat_ranges(paths, None, None, on_error="return", **batch, **self._whole)
+            return dict(zip(paths, values, strict=True))
+        return dict(self.fs.cat(paths, on_error="return", **batch, **self._whole))
 
     def get_ranges(self, requests: Sequence[ByteRange]) -> list[bytes | None]:
         """Read byte ranges in one ``fs.cat_ranges`` call (concurrent on async filesystems).
@@ -209,6 +217,13 @@ class FsspecStore(Store):
 
     def _fetch_ranges(self, plans: list[_RangePlan]) -> None:
         """One ``cat_ranges`` call for all plans; results are stored on the plans."""
+        done = read_through_obstore(self.fs, self.url, [(plan.path, plan.start, plan.end) for plan in plans])
+        for plan in plans:
+            if (plan.path, plan.start, plan.end) in done:
+                plan.value = done[(plan.path, plan.start, plan.end)]
+        plans = [plan for plan in plans if (plan.path, plan.start, plan.end) not in done]
+        if not plans:
+            return
         paths = [plan.path for plan in plans]
         try:
             starts, ends = [p.start for p in plans], [p.end for p in plans]
