@@ -112,7 +112,7 @@ class ObstoreReads:
             return bytes(await result.bytes_async())
         except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
             return None
-        except Exception as exc:  # returned for the store to send through fsspec, as on_error="return" does
+        except Exception as exc:  # noqa: BLE001 - returned for the store to send through fsspec, as on_error="return" does
             if not _range_error(exc):  # obstore retried what is transient: what is left would fail again
                 log.debug("obstore reads of %s off after %s: %s", name, type(exc).__name__, exc)
                 self._off[name] = exc
@@ -230,7 +230,7 @@ def _s3(fs: Any) -> ObstoreReads | str:
         return "s3_additional_kwargs or requester_pays are set"
     try:
         client = fs.s3  # s3fs connects on first use
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported as the reason obstore is not used
         return f"cannot connect: {type(exc).__name__}: {exc}"
     cfg = client.meta.config
     if getattr(cfg, "proxies", None) or getattr(cfg, "client_cert", None):
