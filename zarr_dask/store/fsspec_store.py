@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +15,17 @@ from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
+from zarr_dask.store.fsspec_setup import (
+    BUCKETED,
+    canonical_url,
+    fs_root,
+    in_memory,
+    protocol,
+    takes_batch_size,
+    unstrip,
+    whole_value_kwargs,
+    with_connection_pool,
+)
 from zarr_dask.store.obstore_reads import read_through_obstore
 
 __all__ = ["FsspecStore"]
@@ -75,14 +85,14 @@ class FsspecStore(Store):
 
     def __init__(self, fs: AbstractFileSystem, path: str = "", *, read_only: bool = False) -> None:
         root = str(fs._strip_protocol(path)).rstrip("/") if path else ""
-        super().__init__(_unstrip(fs, root), read_only=read_only)
+        super().__init__(unstrip(fs, root), read_only=read_only)
         self.fs = fs
         self.path = root
         self._url_config: tuple[str, dict[str, Any]] | None = None
-        self._base = root + "/" if root else _fs_root(fs)
-        self._whole = _whole_value_kwargs(fs)
+        self._base = root + "/" if root else fs_root(fs)
+        self._whole = whole_value_kwargs(fs)
         # fsspec's zip filesystem raised zipfile's KeyError for a missing member before fsspec 2026.9
-        self._missing: tuple[type[BaseException], ...] = _MISSING + (KeyError,) if _protocol(fs) == "zip" else _MISSING
+        self._missing: tuple[type[BaseException], ...] = _MISSING + (KeyError,) if protocol(fs) == "zip" else _MISSING
 
     @classmethod
     def from_url(
@@ -111,7 +121,7 @@ class FsspecStore(Store):
         """
         options = dict(storage_options or {})
         try:
-            fs, path = fsspec.url_to_fs(url, **_with_connection_pool(url, options))
+            fs, path = fsspec.url_to_fs(url, **with_connection_pool(url, options))
         except (ImportError, ValueError, TypeError, OSError) as exc:
             raise StoreError(
                 f"cannot open {url!r} with fsspec: {type(exc).__name__}: {exc}; check the URL, install the "
@@ -119,7 +129,7 @@ class FsspecStore(Store):
                 store=url,
             ) from exc
         store = cls(fs, path, read_only=read_only)
-        store.url = _canonical_url(url)
+        store.url = canonical_url(url)
         store._url_config = (url, options)
         return store
 
@@ -384,7 +394,7 @@ class FsspecStore(Store):
             yield {}
             return
         with requests.slots(wanted) as n:
-            yield {"batch_size": n} if _takes_batch_size(self.fs) else {}
+            yield {"batch_size": n} if takes_batch_size(self.fs) else {}
 
     # ---------------------------------------------------------------------------------------- listing
     def list_prefix(self, prefix: str) -> list[str]:
@@ -460,7 +470,7 @@ class FsspecStore(Store):
 
     def root_problem(self) -> str | None:
         """A bucket or container that does not exist (object stores), else None."""
-        if _protocol(self.fs) not in _BUCKETED or not self.path:
+        if protocol(self.fs) not in BUCKETED or not self.path:
             return None
         bucket = self.path.split("/", 1)[0]
         try:
@@ -491,7 +501,7 @@ class FsspecStore(Store):
     def process_local(self) -> bool:
         """True on fsspec's ``memory://`` filesystem (also under a chained or wrapping one): its files are in
         this process's memory."""
-        return _in_memory(self.fs)
+        return in_memory(self.fs)
 
     def __reduce__(self) -> tuple[object, tuple[Any, ...]]:
         home = os.getpid() if self.process_local else None  # other processes see another memory filesystem
@@ -520,50 +530,6 @@ class _RangePlan:
         return b"" if self.empty else self.value
 
 
-#: Protocols whose filesystem keeps a pool of HTTP connections sized by botocore's ``max_pool_connections``.
-_BOTOCORE_PROTOCOLS = ("s3", "s3a")
-
-
-def _with_connection_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with S3's connection pool as large as the request budget (``max_requests``), unless the
-    caller sized it (``config_kwargs={"max_pool_connections": n}``): botocore's default of 10 connections
-    would cap the requests in flight at 10 however many the budget allows."""
-    protocols = url.split("://", 1)[0].split("::") if "://" in url else []
-    if not any(p in _BOTOCORE_PROTOCOLS for p in protocols):
-        return options
-    from zarr_dask import config
-
-    def sized(opts: Mapping[str, Any]) -> dict[str, Any]:
-        kwargs = dict(opts.get("config_kwargs") or {})
-        kwargs.setdefault("max_pool_connections", int(config.get("max_requests")))
-        return {**opts, "config_kwargs": kwargs}
-
-    if len(protocols) == 1:
-        return sized(options)
-    out = dict(options)
-    for p in protocols:  # chained URLs take each filesystem's options under its protocol
-        if p in _BOTOCORE_PROTOCOLS:
-            out[p] = sized(options.get(p) or {})
-    return out
-
-
-_BATCH_SIZE_TAKEN: dict[type, bool] = {}
-
-
-def _takes_batch_size(fs: AbstractFileSystem) -> bool:
-    """Whether ``fs``'s batched calls (``_cat``, ``_cat_ranges``, ``_pipe``) all take ``batch_size=``."""
-    cls = type(fs)
-    found = _BATCH_SIZE_TAKEN.get(cls)
-    if found is None:
-        try:
-            names = ("_cat", "_cat_ranges", "_pipe")
-            found = all("batch_size" in inspect.signature(getattr(cls, n)).parameters for n in names)
-        except (AttributeError, TypeError, ValueError):
-            found = False
-        _BATCH_SIZE_TAKEN[cls] = found
-    return found
-
-
 def _rebuild_from_url(url: str, options: dict[str, Any], read_only: bool, home: int | None = None) -> Store:
     """Unpickle a store made by :meth:`FsspecStore.from_url`."""
     if home is not None and home != os.getpid():
@@ -580,7 +546,7 @@ def _rebuild_from_fs(
     """Unpickle a store made from a filesystem object: rebuild the filesystem from its arguments."""
     cls, args, kwargs = fs_config
     if home is not None and home != os.getpid():
-        return ElsewhereStore(f"{_protocol(cast(Any, cls))}://{path}", home, read_only)
+        return ElsewhereStore(f"{protocol(cast(Any, cls))}://{path}", home, read_only)
     return FsspecStore(cls(*args, **kwargs), path, read_only=read_only)
 
 
@@ -619,56 +585,3 @@ class ElsewhereStore(Store):
         return (ElsewhereStore, (self.url, self.home, self.read_only))
 
 
-def _in_memory(fs: Any) -> bool:
-    """True for fsspec's memory filesystem, or one wrapping it (``latency::memory://``, caching layers)."""
-    for _ in range(8):  # wrappers keep the filesystem they wrap as ``fs``; bounded against odd cycles
-        if not isinstance(fs, AbstractFileSystem):
-            return False
-        if _protocol(fs) == "memory":
-            return True
-        fs = getattr(fs, "fs", None)
-        if fs is None:
-            return False
-    return False
-
-
-def _unstrip(fs: AbstractFileSystem, root: str) -> str:
-    """A URL for ``root`` on ``fs`` (``protocol://root``)."""
-    try:
-        return str(fs.unstrip_protocol(root)).rstrip("/") if root else _protocol(fs) + "://"
-    except Exception:  # noqa: BLE001 - only for the URL in messages: never fail on it
-        return f"{_protocol(fs)}://{root}"
-
-
-def _whole_value_kwargs(fs: AbstractFileSystem) -> dict[str, Any]:
-    """Extra ``cat`` arguments so that reading a whole value is one request.
-
-    s3fs (``max_concurrency > 1``, its default) sends a HEAD before every whole-object GET to decide
-    whether to split the download; chunk reads want one GET each (concurrency comes from batching).
-    """
-    reader = getattr(fs, "_cat_file", None) if fs.async_impl else None
-    try:
-        parameters = inspect.signature(reader).parameters if reader is not None else {}
-    except (TypeError, ValueError):
-        return {}
-    return {"max_concurrency": 1} if "max_concurrency" in parameters else {}
-
-
-#: Protocols whose first path element is a bucket (or container) that must exist before anything is stored.
-_BUCKETED = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"})
-
-
-def _protocol(fs: AbstractFileSystem) -> str:
-    protocol = fs.protocol
-    return str(protocol if isinstance(protocol, str) else protocol[0])
-
-
-def _fs_root(fs: AbstractFileSystem) -> str:
-    """The prefix of paths at the filesystem root: ``"/"`` where paths are absolute (memory, local)."""
-    return "/" if str(fs._strip_protocol("x")).startswith("/") else ""
-
-
-def _canonical_url(url: str) -> str:
-    """``url`` without trailing ``/`` (but ``"memory://"`` stays as is)."""
-    stripped = url.rstrip("/")
-    return url if stripped.endswith(":") else stripped
