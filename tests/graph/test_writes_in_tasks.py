@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from tests.conftest import local_cluster_client
+from tests.conftest import CLOUD_KINDS, local_cluster_client, store_of_kind
 
 distributed = pytest.importorskip("distributed")
 
@@ -30,13 +30,11 @@ def client(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield c
 
 
-def _store(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[str, Any]:
-    if kind == "local":
-        return str(tmp_path / "a.zarr"), None
-    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+def _store(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[Any, Any]:
+    return store_of_kind(request, kind, "a.zarr")
 
 
-KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS]
 
 #: the blocks' own task keys, seen by the function that makes them (a module global of the worker process)
 SEEN: list[Any] = []
