@@ -16,6 +16,7 @@ Both go through the filesystem's own client -- its session, credentials, endpoin
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from typing import Any
@@ -71,7 +72,7 @@ class GCSConditionalStore(_CreateOnly):
         await self.fs._call(
             "POST", f"{self.fs._location}/upload/storage/v1/b/{quote(bucket)}/o", uploadType="multipart",
             ifGenerationMatch=str(generation), headers={"Content-Type": f'multipart/related; boundary="{boundary}"'},
-            data=body,
+            data=io.BytesIO(body),  # a stream: aiohttp sends it in pieces (and rewinds it for a retry)
         )  # fmt: skip
 
 
@@ -99,9 +100,11 @@ class AzureBlobConditionalStore(_CreateOnly):
         client = self._blob(path)
         try:
             if value is not None and version is None:
-                await client.upload_blob(value, overwrite=False)  # If-None-Match: *
+                await client.upload_blob(io.BytesIO(value), length=len(value), overwrite=False)  # If-None-Match: *
             elif value is not None:
-                await client.upload_blob(value, overwrite=True, etag=str(version), match_condition=MatchConditions.IfNotModified)
+                await client.upload_blob(
+                    io.BytesIO(value), length=len(value), overwrite=True, etag=str(version), match_condition=MatchConditions.IfNotModified
+                )
             elif version is not None:
                 await client.delete_blob(etag=str(version), match_condition=MatchConditions.IfNotModified)
             else:  # "delete if absent": nothing to do unless it exists
