@@ -1,4 +1,5 @@
-"""Conditional writes on fsspec filesystems that can make them: S3 (s3fs) and fsspec's ``memory://``.
+"""Conditional writes on fsspec filesystems that can make them: S3 (s3fs), GCS (gcsfs), Azure Blob (adlfs)
+and fsspec's ``memory://``.
 
 :class:`~zarr_dask.store.FsspecStore` becomes one of these classes when its filesystem is one of those, so
 every way of making a store (a URL, a filesystem object, unpickling, ``with_read_only``) gets the capability.
@@ -7,8 +8,10 @@ every way of making a store (a URL, a filesystem object, unpickling, ``with_read
   one request); ``set_if_unchanged`` one concurrent batch of ``PutObject`` with ``If-Match: <etag>`` (or
   ``If-None-Match: *`` to create) and ``DeleteObject`` with ``If-Match``. A ``412 PreconditionFailed`` or
   ``409 ConditionalRequestConflict`` is a conflict, not an error.
-* **GCS** (gcsfs) has generation preconditions (``ifGenerationMatch``), but gcsfs does not pass them for
-  writes of whole objects today, so GCS stores are not conditional (see ``docs/safe-writes.md``).
+* **GCS** (gcsfs) and **Azure Blob** (adlfs: ``az://``, ``abfs://``): generations (``ifGenerationMatch``)
+  and ETags (``If-Match`` / ``If-None-Match: *``), sent through the filesystems' own clients, so the users'
+  ``storage_options`` apply unchanged: :mod:`zarr_dask.store.cloud_conditional`
+  (``docs/design/cloud-conditional.md``). :class:`RequestConditionalStore` is their common batching.
 * **memory://**: fsspec's process-wide memory filesystem; versions are the values, compared and swapped
   under one process-wide lock that every write through a store takes.
 """
@@ -27,7 +30,7 @@ from zarr_dask.store.base import Buffer
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
 
-__all__ = ["MemoryFsConditionalStore", "S3ConditionalStore", "conditional_class"]
+__all__ = ["MemoryFsConditionalStore", "RequestConditionalStore", "S3ConditionalStore", "conditional_class"]
 
 #: S3 error codes that mean "the condition did not hold" (NoSuchKey: If-Match on a key deleted meanwhile).
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"})
