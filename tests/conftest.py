@@ -15,7 +15,8 @@ Fixtures for any test module:
 * ``any_store_url``: parametrized over ``memory-store``, ``local``, ``fsspec-memory`` and ``s3``; yields
   ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``;
   ``every_store_url`` adds ``gcs`` and ``azure`` (the independent-writer suites); ``store_of_kind(request, kind)``
-  makes one for a module's own parametrization.
+  makes one for a module's own parametrization. A module's ``EMULATOR_SLOW`` names tests that are ``slow``
+  on the GCS / Azure emulators only.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in (("s3_server", pytest.mark.s3), ("gcs_server", pytest.mark.gcs), ("azurite_server", pytest.mark.azure)):
             if fixture in names:
                 item.add_marker(marker)
+        if _on_an_emulator(item) and getattr(item, "originalname", "") in getattr(item.module, "EMULATOR_SLOW", ()):
+            item.add_marker(pytest.mark.slow)  # a module's EMULATOR_SLOW tests: slow on GCS / Azure only
         if not run_slow and item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.skip(reason="slow: run with ZD_SLOW=1 (make test-slow)"))
         elif not run_slow and _a_later_seed_on_an_emulator(item):
@@ -85,7 +88,12 @@ def _a_later_seed_on_an_emulator(item: pytest.Item) -> bool:
     """The default run keeps the added time of the GCS and Azure emulators small: their seeded suites run seed 0
     there (the other seeds run on the other stores, and on the emulators in ``make test-slow``)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return bool(params.get("seed", 0)) and any(value in ("gcs", "azure") for value in params.values())
+    return bool(params.get("seed", 0)) and _on_an_emulator(item)
+
+
+def _on_an_emulator(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(value in ("gcs", "azure") for value in params.values())
 
 
 # ------------------------------------------------------------------------------------------------ S3

@@ -112,9 +112,9 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-#: the scenarios of writer processes stopped and resumed (15-45 s each on an emulator): on GCS and Azure only in
-#: ``make test-slow`` (the default run keeps the quick ones there), with 25 seeds a scenario (100 runs a store)
-_CLOUD_SLOW = {
+#: the scenarios of writer processes stopped and resumed (15-45 s each on an emulator): ``slow`` on GCS and Azure
+#: (tests/conftest.py), so ``make test-slow`` runs them there; with 25 seeds a scenario (100 runs a store)
+EMULATOR_SLOW = {
     "test_writers_stopped_at_random_moments_lose_nothing",
     "test_a_dataset_append_killed_between_commits_is_invisible_then_completed",
     "test_an_appender_stalled_past_its_lease_cannot_touch_what_the_next_one_committed",
@@ -125,9 +125,7 @@ _CLOUD_SLOW_SEEDS = 25
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None]:
     if request.param in ("gcs", "azure"):
-        name, params = request.node.originalname, getattr(request.node, "callspec", None)
-        if name in _CLOUD_SLOW and os.environ.get("ZD_SLOW") != "1":
-            pytest.skip("slow on an emulator: run with ZD_SLOW=1 (make test-slow)")
+        params = getattr(request.node, "callspec", None)
         if params is not None and params.params.get("seed", 0) >= SLOW_SEEDS[0] + _CLOUD_SLOW_SEEDS:
             pytest.skip(f"{_CLOUD_SLOW_SEEDS} seeds a scenario on {request.param} (100 runs)")
     url, options = store_of_kind(request, request.param, "fenced.zarr")
