@@ -118,7 +118,8 @@ test-min: $(MIN_VENV)/.installed
 	$(MIN_VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # The randomized concurrency suites at full size (100+ runs per store kind and scenario), on demand; the
-# stalled-writer scenarios of tests/graph/test_fencing.py (800 runs of writer processes) take ~25 min of it.
+# stalled-writer scenarios of tests/graph/test_fencing.py (800 runs of writer processes) take ~25 min of it, and
+# on the GCS and Azure emulators (25 seeds a scenario there: 100 runs a store) ~40 min more on 2 shared cores.
 test-slow: $(VENV)/.installed
 	ZD_SLOW=1 $(PY) -m pytest -n 2 -m slow $(PYTEST_ARGS)
 
