@@ -5,16 +5,19 @@
 * Azurite: ``node_modules/.bin/azurite-blob`` at the repository root (``package.json``; ``make .venv/.installed``
   runs ``npm ci``), on a port the kernel picks (read back from its start-up line), in-memory.
 
-Both are stopped (terminated, then killed) at the end of the session; their output goes to a temporary file,
-never to a pipe nobody reads.
+Both are stopped (terminated, then killed) at the end of the session, and get SIGTERM if the test process dies
+first; their output goes to a temporary file, never to a pipe nobody reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import re
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -35,12 +38,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the test process that started it dies, however it dies
+    (a killed or timed-out pytest must not leave emulators running)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @contextlib.contextmanager
 def _process(args: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     with tempfile.TemporaryDirectory(prefix="zd-emulator-") as tmp:
         log = Path(tmp) / "log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True)
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=tmp, preexec_fn=_die_with_parent)
         try:
             yield proc, log
         finally:
