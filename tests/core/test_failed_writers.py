@@ -17,8 +17,8 @@ def _leave_garbage(a: Any) -> None:
     grown[a.shape[0] :, :] = 99  # written beyond the committed shape, never committed
 
 
-def test_growing_shows_fill_not_a_failed_writers_rows(any_store_url: tuple[Any, Any]) -> None:
-    target, options = any_store_url
+def test_growing_shows_fill_not_a_failed_writers_rows(every_store_url: tuple[Any, Any]) -> None:
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     a = zarr_dask.create_array(store, shape=(6, 3), dtype="i4", chunks=(4, 3), fill_value=-1)
     a[:] = 1
@@ -29,8 +29,8 @@ def test_growing_shows_fill_not_a_failed_writers_rows(any_store_url: tuple[Any, 
     assert (got[:6] == 1).all() and (got[6:] == -1).all()
 
 
-def test_the_next_append_then_a_resize_show_only_real_rows(any_store_url: tuple[Any, Any]) -> None:
-    target, options = any_store_url
+def test_the_next_append_then_a_resize_show_only_real_rows(every_store_url: tuple[Any, Any]) -> None:
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     a = zarr_dask.create_array(store, shape=(5, 2), dtype="i4", chunks=(4, 2), fill_value=0)
     a[:] = 1

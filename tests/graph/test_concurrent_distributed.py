@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from tests.conftest import local_cluster_client
+from tests.conftest import CLOUD_KINDS, local_cluster_client, store_of_kind
 from tests.graph.test_concurrent_writers import QUICK_SEEDS, SLOW_SEEDS, region_case, run_append_case
 
 distributed = pytest.importorskip("distributed")
@@ -51,12 +51,10 @@ def _run_cluster_regions(client: Any, seed: int, target: Any, options: Any) -> i
 
 
 def _stores(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[Any, Any]:
-    if kind == "local":
-        return str(tmp_path / "a.zarr"), None
-    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+    return store_of_kind(request, kind, "a.zarr")
 
 
-KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS]
 
 
 @pytest.mark.parametrize("kind", KINDS)

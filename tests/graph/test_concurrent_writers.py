@@ -81,23 +81,23 @@ def run_region_case(seed: int, target: Any, options: dict[str, Any] | None, pool
 
 
 @pytest.mark.parametrize("seed", QUICK_SEEDS)
-def test_threads_writing_misaligned_regions_lose_nothing(any_store_url: tuple[Any, Any], seed: int) -> None:
-    target, options = any_store_url
+def test_threads_writing_misaligned_regions_lose_nothing(every_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     assert run_region_case(seed, store, None) == 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
-def test_threads_writing_misaligned_regions_lose_nothing_slow(any_store_url: tuple[Any, Any], seed: int) -> None:
-    target, options = any_store_url
+def test_threads_writing_misaligned_regions_lose_nothing_slow(every_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     assert run_region_case(seed, store, None) == 0
 
 
-def test_the_first_report_case_loses_nothing(any_store_url: tuple[Any, Any]) -> None:
+def test_the_first_report_case_loses_nothing(every_store_url: tuple[Any, Any]) -> None:
     """The issue's repro: rows 0:15 and 15:40 by two threads into chunks of 10 rows, 20 times."""
-    target, options = any_store_url
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     wrong = 0
     for _ in range(20):
@@ -163,22 +163,22 @@ def append_rows(store: Any, value: int, rows: int, block: int, width: int) -> tu
 
 
 @pytest.mark.parametrize("seed", QUICK_SEEDS)
-def test_concurrent_appends_both_land(any_store_url: tuple[Any, Any], seed: int) -> None:
-    target, options = any_store_url
+def test_concurrent_appends_both_land(every_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = every_store_url
     assert run_append_case(seed, open_store(target, storage_options=options), writers=2 + seed % 2) is None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
-def test_concurrent_appends_both_land_slow(any_store_url: tuple[Any, Any], seed: int) -> None:
-    target, options = any_store_url
+def test_concurrent_appends_both_land_slow(every_store_url: tuple[Any, Any], seed: int) -> None:
+    target, options = every_store_url
     assert run_append_case(seed, open_store(target, storage_options=options)) is None
 
 
 @pytest.mark.parametrize("seed", QUICK_SEEDS)
-def test_concurrent_xarray_appends_both_land(any_store_url: tuple[Any, Any], seed: int) -> None:
+def test_concurrent_xarray_appends_both_land(every_store_url: tuple[Any, Any], seed: int) -> None:
     xr = pytest.importorskip("xarray")
-    target, options = any_store_url
+    target, options = every_store_url
     store = open_store(target, storage_options=options)
     rng = np.random.default_rng(seed)
     sizes = [int(rng.integers(1, 9)) for _ in range(3)]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
+from tests.conftest import CLOUD_KINDS, store_of_kind
 from tests.graph._helpers import CallCounter, reference_data
 from tests.unconditional_store import UnconditionalStore
 from zarr_dask.core import consolidated as core_consolidated
@@ -327,11 +328,14 @@ def test_a_broken_consolidated_document_names_store_and_group() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::zarr_dask.errors.UnprotectedWriteWarning")  # (the unconditional store's)
-@pytest.mark.parametrize("conditional", [True, False])
-def test_an_append_whose_listing_failed_is_not_appended_twice(conditional: bool) -> None:
-    """Also on a store without conditional writes (GCS, Azure, HTTP through fsspec): the record is written there
-    too, and the re-run refused."""
-    store: Any = MemoryStore() if conditional else UnconditionalStore()
+@pytest.mark.parametrize("kind", ["memory", "unconditional", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS])
+def test_an_append_whose_listing_failed_is_not_appended_twice(kind: str, request: pytest.FixtureRequest) -> None:
+    """On memory and the object stores (moto S3, the GCS and Azure emulators), and on a store without
+    conditional writes (HTTP, zip...): the record is written there too, and the re-run refused."""
+    store: Any = {"memory": MemoryStore, "unconditional": UnconditionalStore}.get(kind, lambda: None)()
+    if store is None:
+        url, options = store_of_kind(request, kind)
+        store = open_store(url, storage_options=options)
     consolidated_store(store, 3)
     before = zarr_dask.open_array(store, path="x").shape
     good = store.get("zarr.json")

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
+from tests.conftest import CLOUD_KINDS, store_of_kind
 
 WORKER = str(Path(__file__).with_name("_fence_worker.py"))
 TTL = 0.6
@@ -111,11 +112,25 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-@pytest.fixture(params=["local", "s3"])
+#: the scenarios of writer processes stopped and resumed (15-45 s each on an emulator): ``slow`` on GCS and Azure
+#: (tests/conftest.py), so ``make test-slow`` runs them there; with 25 seeds a scenario (100 runs a store)
+EMULATOR_SLOW = {
+    "test_writers_stopped_at_random_moments_lose_nothing",
+    "test_a_dataset_append_killed_between_commits_is_invisible_then_completed",
+    "test_an_appender_stalled_past_its_lease_cannot_touch_what_the_next_one_committed",
+}
+_CLOUD_SLOW_SEEDS = 25
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None]:
-    if request.param == "local":
-        return str(tmp_path / "fenced.zarr"), None
-    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+    if request.param in ("gcs", "azure"):
+        params = getattr(request.node, "callspec", None)
+        if params is not None and params.params.get("seed", 0) >= SLOW_SEEDS[0] + _CLOUD_SLOW_SEEDS:
+            pytest.skip(f"{_CLOUD_SLOW_SEEDS} seeds a scenario on {request.param} (100 runs)")
+    url, options = store_of_kind(request, request.param, "fenced.zarr")
+    assert isinstance(url, str)
+    return url, options
 
 
 def _base(url: str, options: dict[str, Any] | None) -> np.ndarray:

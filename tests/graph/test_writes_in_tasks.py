@@ -5,6 +5,7 @@ worker, on moto S3 and local files."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from tests.conftest import local_cluster_client
+from tests.conftest import CLOUD_KINDS, local_cluster_client, store_of_kind
 
 distributed = pytest.importorskip("distributed")
 
@@ -30,13 +31,15 @@ def client(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield c
 
 
-def _store(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[str, Any]:
-    if kind == "local":
-        return str(tmp_path / "a.zarr"), None
-    return request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+def _store(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[Any, Any]:
+    params = getattr(request.node, "callspec", None)
+    one_thread = params is not None and params.params.get("client") == 1
+    if kind in ("gcs", "azure") and one_thread and os.environ.get("ZD_SLOW") != "1":
+        pytest.skip("2-thread workers only on the GCS / Azure emulators by default (ZD_SLOW=1 pytest runs 1 thread too)")
+    return store_of_kind(request, kind, "a.zarr")
 
 
-KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+KINDS = ["local", pytest.param("s3", marks=pytest.mark.s3), *CLOUD_KINDS]
 
 #: the blocks' own task keys, seen by the function that makes them (a module global of the worker process)
 SEEN: list[Any] = []

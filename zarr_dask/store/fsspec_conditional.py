@@ -1,4 +1,5 @@
-"""Conditional writes on fsspec filesystems that can make them: S3 (s3fs) and fsspec's ``memory://``.
+"""Conditional writes on fsspec filesystems that can make them: S3 (s3fs), GCS (gcsfs), Azure Blob (adlfs)
+and fsspec's ``memory://``.
 
 :class:`~zarr_dask.store.FsspecStore` becomes one of these classes when its filesystem is one of those, so
 every way of making a store (a URL, a filesystem object, unpickling, ``with_read_only``) gets the capability.
@@ -7,8 +8,10 @@ every way of making a store (a URL, a filesystem object, unpickling, ``with_read
   one request); ``set_if_unchanged`` one concurrent batch of ``PutObject`` with ``If-Match: <etag>`` (or
   ``If-None-Match: *`` to create) and ``DeleteObject`` with ``If-Match``. A ``412 PreconditionFailed`` or
   ``409 ConditionalRequestConflict`` is a conflict, not an error.
-* **GCS** (gcsfs) has generation preconditions (``ifGenerationMatch``), but gcsfs does not pass them for
-  writes of whole objects today, so GCS stores are not conditional (see ``docs/safe-writes.md``).
+* **GCS** (gcsfs) and **Azure Blob** (adlfs: ``az://``, ``abfs://``): generations (``ifGenerationMatch``)
+  and ETags (``If-Match`` / ``If-None-Match: *``), sent through the filesystems' own clients, so the users'
+  ``storage_options`` apply unchanged: :mod:`zarr_dask.store.cloud_conditional`
+  (``docs/design/cloud-conditional.md``). :class:`RequestConditionalStore` is their common batching.
 * **memory://**: fsspec's process-wide memory filesystem; versions are the values, compared and swapped
   under one process-wide lock that every write through a store takes.
 """
@@ -27,7 +30,7 @@ from zarr_dask.store.base import Buffer
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
 
-__all__ = ["MemoryFsConditionalStore", "S3ConditionalStore", "conditional_class"]
+__all__ = ["MemoryFsConditionalStore", "RequestConditionalStore", "S3ConditionalStore", "conditional_class"]
 
 #: S3 error codes that mean "the condition did not hold" (NoSuchKey: If-Match on a key deleted meanwhile).
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"})
@@ -39,6 +42,15 @@ def conditional_class(fs: AbstractFileSystem) -> type[FsspecStore] | None:
         return S3ConditionalStore
     if module.startswith("fsspec.implementations.memory"):
         return MemoryFsConditionalStore
+    names = {cls.__name__ for cls in type(fs).__mro__ if (cls.__module__ or "").startswith(("gcsfs", "adlfs"))}
+    if "GCSFileSystem" in names:  # gcsfs's own class and its ExtendedGcsFileSystem
+        from zarr_dask.store.cloud_conditional import GCSConditionalStore
+
+        return GCSConditionalStore
+    if "AzureBlobFileSystem" in names:  # adlfs: az://, abfs://, abfss://
+        from zarr_dask.store.cloud_conditional import AzureBlobConditionalStore
+
+        return AzureBlobConditionalStore
     return None
 
 
@@ -60,11 +72,15 @@ def _is_conflict(exc: BaseException) -> bool:
     return _client_error_code(exc) in _CONFLICT_CODES
 
 
-class S3ConditionalStore(FsspecStore):
-    """An :class:`FsspecStore` on S3 with versioned reads and conditional writes (ETags, ``If-Match``)."""
+class RequestConditionalStore(FsspecStore):
+    """Conditional writes as one concurrent batch of single-key requests on the filesystem's event loop.
+
+    Subclasses give ``_get_one(path) -> Versioned`` (absent: ``Versioned(None, None)``) and
+    ``_put_one(path, value, version) -> bool`` (False: the condition did not hold); errors other than a failed
+    condition propagate and name the key."""
 
     def get_versioned(self, keys: Sequence[str]) -> dict[str, Versioned]:
-        """Values and ETags, one concurrent batch of ``GetObject``."""
+        """Values and versions, one concurrent batch of GETs (body and version in one request each)."""
         by_path = {self._path(key): key for key in keys}
         self.counters.add(get=len(by_path))
         results = self._gather_sync([self._get_one(path) for path in by_path])
@@ -77,12 +93,49 @@ class S3ConditionalStore(FsspecStore):
         return found
 
     def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
+        """Conditional writes and deletes, one concurrent batch of requests."""
+        plans = self._plans(items)
+        results = self._gather_sync([self._put_one(path, value, version) for _, path, value, version in plans])
+        return self._outcome(plans, results)
+
+    def _plans(self, items: Mapping[str, tuple[Buffer | None, object]]) -> list[tuple[str, str, bytes | None, object]]:
+        for key in items:
+            self._check_writable("set", key)
+        return [(key, self._path(key), None if value is None else bytes(value), version) for key, (value, version) in items.items()]
+
+    def _outcome(self, plans: list[tuple[str, str, bytes | None, object]], results: list[Any]) -> dict[str, bool]:
+        """What each conditional request did (an error other than a failed condition raised, naming its key)."""
+        done: dict[str, bool] = {}
+        for (key, path, _, _), result in zip(plans, results, strict=True):
+            if isinstance(result, BaseException):
+                raise self._error("write", key, result) from result
+            done[key] = bool(result)
+            self.fs.invalidate_cache(path)
+        deletes = sum(value is None for _, _, value, _ in plans)
+        written = sum(len(value) for _, _, value, _ in plans if value is not None)
+        self.counters.add(set=len(plans) - deletes, delete=deletes, bytes_written=written)
+        return done
+
+    def _gather_sync(self, coros: list[Any]) -> list[Any]:
+        """Run the request coroutines on fsspec's loop, as many at once as the process's request budget allows."""
+        with requests.slots(len(coros)) as n:
+            return list(sync(self.fs.loop, requests.gather, coros, n))
+
+    async def _get_one(self, path: str) -> Versioned:
+        raise NotImplementedError
+
+    async def _put_one(self, path: str, value: bytes | None, version: object) -> bool:
+        raise NotImplementedError
+
+
+class S3ConditionalStore(RequestConditionalStore):
+    """An :class:`FsspecStore` on S3 with versioned reads and conditional writes (ETags, ``If-Match``)."""
+
+    def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
         """Conditional ``PutObject`` / ``DeleteObject`` requests, one concurrent batch. Creates
         (``If-None-Match: *``) go out as direct requests where :mod:`zarr_dask.store.s3put` can send them (their
         bodies hashed here, in the calling thread), the rest through s3fs."""
-        for key in items:
-            self._check_writable("set", key)
-        plans = [(key, self._path(key), None if value is None else bytes(value), version) for key, (value, version) in items.items()]
+        plans = self._plans(items)
         direct = s3put.direct_put(self.fs)
         prepared = {
             path: direct.prepare(path, value)
@@ -99,16 +152,7 @@ class S3ConditionalStore(FsspecStore):
 
         with requests.slots(len(plans)) as n:
             results = list(sync(self.fs.loop, batch, n))
-        done: dict[str, bool] = {}
-        for (key, path, _, _), result in zip(plans, results, strict=True):
-            if isinstance(result, BaseException):
-                raise self._error("write", key, result) from result
-            done[key] = bool(result)
-            self.fs.invalidate_cache(path)
-        deletes = sum(value is None for _, _, value, _ in plans)
-        written = sum(len(value) for _, _, value, _ in plans if value is not None)
-        self.counters.add(set=len(plans) - deletes, delete=deletes, bytes_written=written)
-        return done
+        return self._outcome(plans, results)
 
     def _send_puts(self, data: dict[str, bytes]) -> list[Any]:
         """Plain puts: direct ``PutObject`` requests where :mod:`zarr_dask.store.s3put` can send them (bodies
@@ -129,11 +173,6 @@ class S3ConditionalStore(FsspecStore):
 
         with requests.slots(len(data)) as n:
             return list(sync(self.fs.loop, batch, n))
-
-    def _gather_sync(self, coros: list[Any]) -> list[Any]:
-        """Run the request coroutines on fsspec's loop, as many at once as the process's request budget allows."""
-        with requests.slots(len(coros)) as n:
-            return list(sync(self.fs.loop, requests.gather, coros, n))
 
     async def _get_one(self, path: str) -> Versioned:
         bucket, key, _ = self.fs.split_path(path)

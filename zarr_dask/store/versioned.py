@@ -19,6 +19,10 @@ store                         how
                               deletes of the key take too
 S3 (s3fs)                     the ETag, with ``If-Match`` / ``If-None-Match: *`` on ``PutObject`` and
                               ``If-Match`` on ``DeleteObject``
+GCS (gcsfs)                   the generation, with ``ifGenerationMatch`` (``0``: create) on multipart
+                              uploads and on ``DELETE``
+Azure Blob (adlfs)            the ETag, with ``If-Match`` / ``If-None-Match: *`` on ``Put Blob`` and
+                              ``If-Match`` on ``Delete Blob``
 fsspec ``memory://``          the value, compared under one process-wide lock
 anything else                 not a ``ConditionalStore``: see :func:`conditional`
 ============================  ===========================================================================
