@@ -88,12 +88,12 @@ def _a_later_seed_on_an_emulator(item: pytest.Item) -> bool:
     """The default run keeps the added time of the GCS and Azure emulators small: their seeded suites run seed 0
     there (the other seeds run on the other stores, and on the emulators in ``make test-slow``)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return bool(params.get("seed", 0)) and _on_an_emulator(item)
+    return isinstance(params.get("seed"), int) and params["seed"] != 0 and _on_an_emulator(item)
 
 
 def _on_an_emulator(item: pytest.Item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return any(value in ("gcs", "azure") for value in params.values())
+    return any(isinstance(value, str) and value in ("gcs", "azure") for value in params.values())
 
 
 # ------------------------------------------------------------------------------------------------ S3
