@@ -45,13 +45,20 @@ def _idle(client: Any) -> None:
     client.wait_for_workers(2, timeout=60)
 
 
+def _order(control: Path, orders: dict[str, Any]) -> None:
+    """Give the workers new orders atomically (a worker reading a half-written file would fail its task)."""
+    temp = control.with_suffix(".tmp")
+    temp.write_text(json.dumps(orders))
+    os.replace(temp, control)
+
+
 def _die(
     client: Any, counter: Path, url: str, options: dict[str, Any] | None, kill: bool, done: Any, sleep: float = 0.2
 ) -> None:
     """Run the job's write on the cluster until it dies, once ``done()`` (the receipts) lists 3 finished
     tasks: the next upstream task to start exits its worker process, or (``kill``) the test SIGKILLs a worker."""
     control = Path(f"{counter}.ctl")
-    control.write_text(json.dumps({"sleep": sleep}))  # slow upstream blocks: time to see receipts land
+    _order(control, {"sleep": sleep})  # slow upstream blocks: time to see receipts land
     write = zarr_dask.to_zarr(
         job.source(str(counter)), url, storage_options=options, chunks=job.CHUNKS, resume=True, compute=False
     )
@@ -62,7 +69,7 @@ def _die(
     if kill:
         os.kill(next(iter(client.run(os.getpid).values())), signal.SIGKILL)
     else:  # the task that starts next exits its worker on its call, the N-th
-        control.write_text(json.dumps({"sleep": sleep, "exit_at": len(job.calls(str(counter))) + 1}))
+        _order(control, {"sleep": sleep, "exit_at": len(job.calls(str(counter))) + 1})
     try:
         future.result(timeout=120)
         err = None
