@@ -26,3 +26,11 @@ def test_every_target_has_a_rule_and_a_row() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "ci" / "make-help")], capture_output=True, text=True, check=True).stdout
     listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")}
     assert listed == phony, f"make help and .PHONY differ: {listed ^ phony}"
+
+
+def test_every_row_says_how_long() -> None:
+    text = (ROOT / "docs" / "developing.md").read_text()
+    assert "TIME_" not in text
+    table = text[text.index("<!-- make-help -->") : text.index("<!-- /make-help -->")]
+    rows = [r for r in table.splitlines() if r.startswith("| `")]
+    assert rows and all(r.rstrip(" |").rsplit("|", 1)[1].strip() for r in rows)
