@@ -217,6 +217,21 @@ def http_server(root: str, latency: float) -> ThreadingHTTPServer:
     return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 
 
+@contextlib.contextmanager
+def served_in_thread(root: str, latency: float) -> Iterator[str]:
+    """:func:`http_server` in a thread of this process (for the tests; the benchmark runs it in a process);
+    yields its endpoint URL, and stops it at the end."""
+    server = http_server(root, latency)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def _serve_s3(latency: float, port_out: Any) -> None:
     """Child process: moto's S3 server (conditional put/delete atomic, as S3's are) behind a delaying gate."""
     from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app

@@ -197,12 +197,7 @@ def gcs_bucket_url(gcs_storage_options: dict[str, Any]) -> Iterator[str]:
     """``"gs://<fresh bucket>/root.zarr"``; the bucket and its contents are removed afterwards."""
     import gcsfs
 
-    fs = gcsfs.GCSFileSystem(**gcs_storage_options)
-    bucket = f"zd-{uuid.uuid4().hex[:20]}"
-    fs.mkdir(bucket)
-    yield f"gs://{bucket}/root.zarr"
-    with contextlib.suppress(OSError):
-        fs.rm(bucket, recursive=True)
+    yield from _fresh_bucket(gcsfs.GCSFileSystem(**gcs_storage_options), "gs")
 
 
 @pytest.fixture(scope="session")
@@ -228,12 +223,16 @@ def azure_container_url(azure_storage_options: dict[str, Any]) -> Iterator[str]:
     """``"az://<fresh container>/root.zarr"``; the container is removed afterwards."""
     import adlfs
 
-    fs = adlfs.AzureBlobFileSystem(**azure_storage_options)
-    container = f"zd-{uuid.uuid4().hex[:20]}"
-    fs.mkdir(container)
-    yield f"az://{container}/root.zarr"
+    yield from _fresh_bucket(adlfs.AzureBlobFileSystem(**azure_storage_options), "az")
+
+
+def _fresh_bucket(fs: Any, scheme: str) -> Iterator[str]:
+    """``"<scheme>://<fresh bucket>/root.zarr"`` on an emulator's filesystem; removed with its contents after."""
+    bucket = f"zd-{uuid.uuid4().hex[:20]}"
+    fs.mkdir(bucket)
+    yield f"{scheme}://{bucket}/root.zarr"
     with contextlib.suppress(OSError):
-        fs.rm(container, recursive=True)
+        fs.rm(bucket, recursive=True)
 
 
 # -------------------------------------------------------------------------------------------- memory

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,15 +27,8 @@ import zarr_dask  # noqa: E402
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """(directory, endpoint): one HTTP object server for the module."""
     root = tmp_path_factory.mktemp("served")
-    server = bench_remote.http_server(str(root), 0.0)  # in a thread here (the benchmark runs it in a process)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with bench_remote.served_in_thread(str(root), 0.0) as endpoint:
+        yield root, endpoint
 
 
 @pytest.fixture

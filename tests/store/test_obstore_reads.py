@@ -5,7 +5,6 @@ or is an error where the ``remote_transport`` knob forces obstore."""
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ import pytest
 pytest.importorskip("obstore")
 pytest.importorskip("aiohttp")
 sys.path.insert(0, str(Path(__file__).parent.parent.parent / "benchmarks"))
-import bench_remote  # noqa: E402  (its HTTP object server counts requests)
+import bench_remote  # noqa: E402
 
 import zarr_dask  # noqa: E402
+from tests.store._s3_calls import record_s3_calls  # noqa: E402  (its HTTP object server counts requests)
 from zarr_dask.errors import UnsupportedFeatureError  # noqa: E402
 from zarr_dask.store import FsspecStore, open_store  # noqa: E402
 from zarr_dask.store.obstore_reads import obstore_reads  # noqa: E402
@@ -34,15 +34,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     (root / "data").mkdir()
     for i in range(3):
         (root / "data" / f"k{i}").write_bytes(bytes(range(i, i + 10)))
-    server = bench_remote.http_server(str(root), 0.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with bench_remote.served_in_thread(str(root), 0.0) as endpoint:
+        yield root, endpoint
 
 
 def _reads(store: FsspecStore) -> tuple[Any, ...]:
@@ -117,14 +110,7 @@ def test_s3_reads_go_through_obstore_with_the_same_values(
     store.set_many({f"k{i}": bytes(range(i, i + 10)) for i in range(3)})
     assert obstore_reads(store.fs) is None  # auto keeps S3 on fsspec for now (see obstore_reads._AUTO)
     monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "obstore")
-    calls: list[str] = []
-    real = store.fs._call_s3
-
-    async def spy(method: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(method)
-        return await real(method, *args, **kwargs)
-
-    monkeypatch.setattr(store.fs, "_call_s3", spy)
+    calls = record_s3_calls(store, monkeypatch)
     got, ranges = _reads(store)
     assert got == {f"k{i}": bytes(range(i, i + 10)) for i in range(3)}
     assert ranges == [bytes([9, 10]), bytes([2, 3, 4]), bytes(range(4, 10)), bytes([8, 9]), None]

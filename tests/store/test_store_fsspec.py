@@ -11,6 +11,7 @@ import fsspec
 import pytest
 from dask.base import tokenize
 
+from tests.store._s3_calls import record_s3_calls
 from zarr_dask.errors import StoreError
 from zarr_dask.store import FsspecStore, MemoryStore, Store, fsspec_conditional, open_store, s3put
 from zarr_dask.store import fsspec_store as fsspec_store_module
@@ -192,14 +193,7 @@ def test_s3_one_request_per_key(
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     assert isinstance(store, FsspecStore)
     store.set_many({f"k{i}": b"v" * 10 for i in range(3)})
-    methods: list[str] = []
-    real = store.fs._call_s3
-
-    async def spy(method: str, *args: Any, **kwargs: Any) -> Any:
-        methods.append(method)
-        return await real(method, *args, **kwargs)
-
-    monkeypatch.setattr(store.fs, "_call_s3", spy)
+    methods = record_s3_calls(store, monkeypatch)
     assert len(store.get_many(["k0", "k1", "k2", "missing"])) == 3
     assert store.get("k0") == b"v" * 10
     assert store.get_ranges([("k1", -2, None), ("k2", 0, 3)]) == [b"vv", b"vvv"]

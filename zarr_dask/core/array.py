@@ -384,22 +384,9 @@ class Array(SelectionMixin, Node):
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection's shape) into a selection."""
-        if self._store.read_only:
-            raise ReadOnlyError(
-                "cannot write: the array was opened read-only", store=self._store.url, path=self._path
-            )
-        dims = self._dims(selection)
-        try:
-            arr = as_value(value, self.dtype)
-            full = expand_value(arr, dims)
-        except ZarrDaskError as e:
-            raise e.with_context(store=self._store.url, path=self._path) from None
-        except (ValueError, TypeError) as e:
-            raise MetadataError(
-                f"cannot write a value of type {type(value).__name__} into an array of dtype {self.dtype}: {e}",
-                store=self._store.url,
-                path=self._path,
-            ) from None
+        with self._writing(value):
+            dims = self._dims(selection)
+            full = expand_value(as_value(value, self.dtype), dims)
         self._io.write(dims, full)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:

@@ -6,6 +6,8 @@ Parsing lives in :mod:`zarr_dask.core.indexing_fancy`, chunk IO in :mod:`zarr_da
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -198,10 +200,16 @@ class SelectionMixin:
         self.set_coordinate_selection((np.asarray(mask, dtype=bool),), value)
 
     def _set(self, sel: fancy.OrthogonalSelection | fancy.CoordinateSelection, value: Any) -> None:
+        with self._writing(value):
+            tiles.set_selection(self._io, sel, as_value(value, self.dtype))
+
+    @contextmanager
+    def _writing(self, value: Any) -> Iterator[None]:
+        """Around a write of ``value``: refused on a read-only array; errors name the store, node and value."""
         if self._store.read_only:
             raise ReadOnlyError("cannot write: the array was opened read-only", store=self._store.url, path=self._path)
         try:
-            tiles.set_selection(self._io, sel, as_value(value, self.dtype))
+            yield
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
         except (ValueError, TypeError) as e:
