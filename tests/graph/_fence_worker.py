@@ -16,20 +16,28 @@ import json
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 import numpy as np
 
 
 def _stop_once(target: Any, name: str) -> None:
+    """Stop the process (SIGSTOP) at the first call of ``target.name``; every other call (another dask thread)
+    waits until the process is resumed, so nothing slips through while the stop is being delivered."""
     original = getattr(target, name)
     state = {"done": False}
+    lock, resumed = threading.Lock(), threading.Event()
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not state["done"]:
-            state["done"] = True
+        with lock:
+            first, state["done"] = not state["done"], True
+        if first:
             print("paused", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
+            resumed.set()
+        else:
+            resumed.wait()
         return original(*args, **kwargs)
 
     setattr(target, name, wrapper)

@@ -73,5 +73,10 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER: a c
     import zarr_dask
     from tests.graph import _resume_job  # not __main__'s copies: the same dask names as in the test process
 
+    if os.environ.get("ZD_DASK_ARRAY") == "1":  # the test process's set-up (tests/conftest.py): dask names differ
+        from dask_array.xarray import register
+
+        register()
+
     with dask.config.set(scheduler="threads", num_workers=2):
         zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)

@@ -134,8 +134,17 @@ def test_resume_needs_this_runs_journal(tmp_path: Path) -> None:
     changed computation is another run, which starts over."""
     url = tmp_path / "a.zarr"
     zarr_dask.to_zarr(da.ones(job.SHAPE, chunks=job.CHUNKS), str(url), chunks=job.CHUNKS)
-    with pytest.raises(ContainsArrayError):
+    with pytest.raises(ContainsArrayError, match="holds no journal of a resumable write.*Fix: pass overwrite=True"):
         zarr_dask.to_zarr(da.zeros(job.SHAPE, chunks=job.CHUNKS), str(url), chunks=job.CHUNKS, resume=True)
+    # a first run that died leaves its journal; a different computation is told so, with the fix
+    seen = _failing("other", 3)
+    src = da.from_array(np.ones(job.SHAPE), chunks=job.CHUNKS).map_blocks(job.flaky, "other", dtype="f8")
+    with dask.config.set(scheduler="sync"), pytest.raises(Dies):
+        zarr_dask.to_zarr(src, str(tmp_path / "b.zarr"), chunks=job.CHUNKS, resume=True)
+    assert len(seen) == 3
+    with pytest.raises(ContainsArrayError, match=r"journal\(s\) of other run\(s\).*resume='<name>'"):
+        zarr_dask.to_zarr(da.zeros(job.SHAPE, chunks=job.CHUNKS), str(tmp_path / "b.zarr"), chunks=job.CHUNKS,
+                          resume=True)  # fmt: skip
     with pytest.raises(TypeError, match="resume must be"):
         zarr_dask.to_zarr(da.zeros(job.SHAPE, chunks=job.CHUNKS), str(url), mode="w", resume=3)  # type: ignore[arg-type]
 

@@ -39,6 +39,7 @@ __all__ = [
     "close",
     "done_tasks",
     "journal_prefix",
+    "other_runs",
     "read_begin",
     "receipt_key",
     "record",
@@ -105,6 +106,13 @@ def done_tasks(store: Store, prefix: str) -> frozenset[str]:
     """The names of the writer tasks with a receipt under ``prefix`` (one listing)."""
     receipts = prefix + RECEIPTS + "/"
     return frozenset(k[len(receipts) :] for k in store.list_prefix(receipts.rstrip("/")) if k.startswith(receipts))
+
+
+def other_runs(store: Store, path: str, run: str) -> list[str]:
+    """The run ids of the journals stored under the array at ``path`` other than ``run`` (one listing)."""
+    top = f"{key_prefix(path)}{JOURNAL_DIR}/"
+    found = {k[len(top) :].split("/", 1)[0] for k in store.list_prefix(top.rstrip("/")) if k.startswith(top)}
+    return sorted(found - {run, ""})
 
 
 def begin(store: Store, prefix: str, run: str, region: Iterable[slice], tasks: int, keys: int) -> None:

@@ -60,7 +60,9 @@ def resumable_target(
     except ContainsArrayError as exc:  # created by a first run of this write?
         target = resolve_target(arr, url, component, storage_options, True, region, kwargs, fence)
         found = journal.open_journal(arr, target, resume)
-        if not found.resumed or not documents_unchanged(target):
+        if not found.resumed:
+            raise _no_journal(exc, target, found) from None
+        if not documents_unchanged(target):
             raise exc from None
         return dataclasses.replace(target, action="create"), found
     if is_transactional(target.handle.store):
@@ -73,6 +75,26 @@ def resumable_target(
     if found.resumed and target.action == "overwrite" and not documents_unchanged(target):
         found = dataclasses.replace(found, resumed=False, done=frozenset())  # changed since: overwrite again
     return target, found
+
+
+def _no_journal(exc: ContainsArrayError, target: Target, found: Journal) -> ContainsArrayError:
+    """The error of ``resume=True`` on an existing array that holds no journal of this write."""
+    h = target.handle
+    others = journal.other_runs(h.store, h.path, found.run)
+    why = (
+        f"it holds the journal(s) of other run(s) ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
+        "this call is not the one that created it (another computation, chunking or target, or dask "
+        "names that differ between the two runs: random names, other installed dask packages); name the run "
+        "with resume='<name>' in both"
+        if others
+        else "it holds no journal of a resumable write (it was not created by a write with resume=True)"
+    )
+    return ContainsArrayError(
+        f"resume=True found an array here but cannot resume into it: {why}. Fix: pass overwrite=True to write "
+        "it again from the start (deletes its data), or open it instead",
+        store=h.store.url,
+        path=h.path,
+    )
 
 
 def documents_unchanged(target: Target) -> bool:
