@@ -474,3 +474,38 @@ def test_a_codec_that_fails_its_self_test_is_not_used(monkeypatch: pytest.Monkey
     monkeypatch.setattr(native, "_bound", {"raw": True})
     monkeypatch.undo()
     assert native.codec_id("zstd") == native.CODECS["zstd"]
+
+
+@pytest.mark.parametrize("codec", list(INNER_CODECS))
+def test_fetched_chunks_decode_in_place_as_the_python_path(
+    monkeypatch: pytest.MonkeyPatch, inner_spy: list[int], codec: str
+) -> None:
+    """Unsharded chunks a store fetched (memory here; HTTP, S3 ... the same path) are decoded by the native batch
+    decode: the same values as the Python path, missing chunks filled, edge chunks and selections placed."""
+    url = f"memory://native-fetched-{codec}-{os.getpid()}"
+    shape = (26, 31)
+    data = _values("<i4", shape)
+    a = zarr_dask.create_array(url, shape=shape, dtype="i4", chunks=(6, 10), compressors=INNER_CODECS[codec],
+                               fill_value=-3, overwrite=True)  # fmt: skip
+    a[...] = data
+    a[0:6, 10:20] = -3  # a chunk of fill values: not stored
+    data[0:6, 10:20] = -3
+    for sel in SHARD_SELECTIONS:
+        fast, slow = both(lambda sel=sel: zarr_dask.open_array(url)[sel], monkeypatch)  # type: ignore[misc]
+        np.testing.assert_array_equal(fast, data[sel])
+        np.testing.assert_array_equal(slow, data[sel])
+    assert inner_spy, "the native batch decode was not used"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_fetched_chunk_same_error(monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    url = f"memory://native-fetched-damaged-{damage}-{os.getpid()}"
+    a = zarr_dask.create_array(url, shape=(8, 8), dtype="i4", chunks=(4, 4), compressors="zstd", overwrite=True)
+    a[...] = np.arange(64, dtype="i4").reshape(8, 8)
+    store = a.store
+    stored = store.get("c/1/0")
+    assert stored is not None
+    store.set("c/1/0", b"\x01\x02not a chunk" if damage == "garbage" else bytes(stored)[: len(stored) // 2])
+    fast, slow = both(lambda: outcome(lambda: zarr_dask.open_array(url)[...]), monkeypatch)
+    assert fast == slow
+    assert "c/1/0" in slow[1]

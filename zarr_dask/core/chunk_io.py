@@ -383,24 +383,30 @@ class ChunkIO:
         self._read_chunks(out, projections)
 
     @cached_property
-    def _native(self) -> tuple[int, int, bytes, tuple[int, ...]] | None:
-        """``(codec id, read buffer size, fill bytes, chunk shape)`` when the native reader (:mod:`zarr_dask.native`) can
-        read this array's chunks: a local store, a regular grid, a fixed-size type and a direct codec."""
-        if self._fill_bytes is None or self.store.read_paths([]) is None or self.sharding is not None:
+    def _native_codec(self) -> tuple[int, bytes, tuple[int, ...]] | None:
+        """``(codec id, fill bytes, chunk shape)`` when the native code (:mod:`zarr_dask.native`) can decode this
+        array's chunks: an unsharded regular grid, a fixed-size type and a direct codec."""
+        if self._fill_bytes is None or self.sharding is not None:
             return None
         if not all(isinstance(g, RegularDimGrid) for g in self.grids):
             return None
         spec = self.chunk_spec((0,) * len(self.grids))
         name = self.pipeline.direct_codec(spec)
         codec = None if name is None else native.codec_id(name)
-        if codec is None:
+        if codec is None or math.prod(spec.shape) * self.dtype.itemsize > NATIVE_MAX_CHUNK_BYTES:
+            return None  # (too large: its buffers would be allocated before a byte is read)
+        return codec, self._fill_bytes, spec.shape
+
+    @cached_property
+    def _native(self) -> tuple[int, int, bytes, tuple[int, ...]] | None:
+        """``(codec id, read buffer size, fill bytes, chunk shape)`` when the native reader can also read this
+        array's files: :attr:`_native_codec` on a local store."""
+        if self._native_codec is None or self.store.read_paths([]) is None:
             return None
-        nbytes = math.prod(spec.shape) * self.dtype.itemsize
-        if nbytes > NATIVE_MAX_CHUNK_BYTES:  # its buffers would be allocated before a byte is read
-            return None
+        codec, fill, shape = self._native_codec
+        nbytes = math.prod(shape) * self.dtype.itemsize
         # room for an incompressible chunk plus any compressor's overhead; larger files take the Python path
-        cap = nbytes + nbytes // 64 + 4096
-        return codec, cap, self._fill_bytes, spec.shape
+        return codec, nbytes + nbytes // 64 + 4096, fill, shape
 
     @cached_property
     def _fill_bytes(self) -> bytes | None:
@@ -436,6 +442,12 @@ class ChunkIO:
         keys = [self.chunk_key(p.coords) for p in projections]
         with read_arena() as arena:
             got = self.store.get_many_into(keys, arena)
+            if self._native_codec is not None:  # fetched bytes (a remote store): decoded in place, GIL released once
+                codec, fill, shape = self._native_codec
+                sources = [got.get(k) for k in keys]
+                left = native.decode_chunks(sources, list(projections), _items(out), shape, codec, fill,
+                                            self._scratch(shape))  # fmt: skip
+                keys, projections = [keys[i] for i in left], [projections[i] for i in left]
             for key, p in zip(keys, projections, strict=True):
                 data = got.get(key)
                 if data is None:
