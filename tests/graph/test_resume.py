@@ -78,9 +78,11 @@ def _clean(tmp_path: Path, name: str = "clean.zarr", **kwargs: Any) -> Path:
 
 
 @pytest.mark.parametrize("seed", [3])
-def test_killed_write_resumes_without_recomputing_or_rewriting(tmp_path: Path, seed: int) -> None:
+def test_killed_write_resumes_without_recomputing_or_rewriting(
+    tmp_path: Path, seed: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A task that fails on its N-th call stops the write; the resumed run computes and writes exactly the
-    tasks without a receipt, and the store equals a clean run's."""
+    tasks without a receipt (its progress bar says how many it skips), and the store equals a clean run's."""
     rng = random.Random(seed)
     url = tmp_path / "a.zarr"
     base = da.from_array(np.arange(np.prod(job.SHAPE), dtype="f8").reshape(job.SHAPE), chunks=job.CHUNKS)
@@ -97,7 +99,12 @@ def test_killed_write_resumes_without_recomputing_or_rewriting(tmp_path: Path, s
         assert (plan.skipped_tasks, plan.skipped_keys) == (len(finished), len(finished))
         assert "resumed: skips" in repr(plan)
         n = len(seen)
-        zarr_dask.to_zarr(src, store, chunks=job.CHUNKS, resume=True)
+        capsys.readouterr()
+        zarr_dask.to_zarr(src, store, chunks=job.CHUNKS, resume=True, progress=True)
+    shown = capsys.readouterr()
+    k = len(finished)
+    assert f": {k} of 12 writer tasks ({k} of 12 keys) finished by an earlier run, skipped" in shown.err
+    assert "100% Completed" in shown.err and not shown.out  # dask's bar, on stderr
     recomputed = seen[n:]
     assert sorted(recomputed) == sorted(set(range(12)) - finished)  # finished blocks were not recomputed
     assert store.counters.snapshot()["set"] == 12 - len(finished) + len(recomputed)  # keys + receipts, nothing finished
@@ -127,6 +134,20 @@ def test_resumed_overwrite_keeps_no_stale_key(tmp_path: Path) -> None:
     clean = tmp_path / "clean.zarr"
     zarr_dask.to_zarr(da.from_array(new, chunks=job.CHUNKS), str(clean), chunks=job.CHUNKS, fill_value=0.0)
     assert files(url) == files(clean)
+
+
+def test_progress_of_a_new_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``progress=True`` on a write that is not resumed says what it writes; with ``compute=False`` it is refused
+    (the caller computes: the bar is theirs to show)."""
+    x = da.ones(job.SHAPE, chunks=job.CHUNKS)
+    with dask.config.set(scheduler="threads"):
+        zarr_dask.to_zarr(x, str(tmp_path / "a.zarr"), chunks=job.CHUNKS, resume=True, progress=True)
+    shown = capsys.readouterr()
+    assert "a.zarr /: writing 12 writer tasks (12 keys) (resumable run " in shown.err
+    assert "100% Completed" in shown.err and not shown.out
+    with pytest.raises(TypeError, match="compute=False returns it uncomputed"):
+        zarr_dask.to_zarr(x, str(tmp_path / "b.zarr"), compute=False, progress=True)
+    assert not (tmp_path / "b.zarr").exists()
 
 
 def test_resume_needs_this_runs_journal(tmp_path: Path) -> None:

@@ -84,13 +84,17 @@ def _die(
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["task-exits-worker", "worker-sigkilled"])
-def test_worker_death_then_resume_local(client: Any, tmp_path: Path, kill: bool) -> None:
+def test_worker_death_then_resume_local(client: Any, tmp_path: Path, kill: bool, capsys: pytest.CaptureFixture[str]) -> None:
     url, counter = tmp_path / "a.zarr", tmp_path / "count"
     _die(client, counter, str(url), None, kill, lambda: receipts(url))
     finished = settled(lambda: receipts(url))
     assert 0 < len(finished) < 12
     before, computed = identities(url), len(job.calls(str(counter)))
-    zarr_dask.to_zarr(job.source(str(counter)), str(url), chunks=job.CHUNKS, resume=True)
+    capsys.readouterr()
+    zarr_dask.to_zarr(job.source(str(counter)), str(url), chunks=job.CHUNKS, resume=True, progress=True)
+    shown = capsys.readouterr()  # distributed's bar (the client is the default scheduler), on stderr
+    assert f"{len(finished)} of 12 writer tasks ({len(finished)} of 12 keys) finished by an earlier run" in shown.err
+    assert "100% Completed" in shown.err and not shown.out
     again = job.calls(str(counter))[computed:]
     assert sorted(again) == sorted(set(range(12)) - finished)  # finished blocks: not recomputed
     after = identities(url)

@@ -8,11 +8,8 @@ whose stores count separately) each report their own. A staged array's second pa
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import itertools
 import logging
-import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +24,7 @@ from zarr_dask.core.indexing import DimSelection, chunk_projections
 from zarr_dask.graph import gateway
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.graph.progress import run as run_with_progress
 from zarr_dask.store.arena import release_read_arena
 
 __all__ = ["CopyJob", "Stats", "build_graph", "copy_box", "merge", "run_graph", "write_plan"]
@@ -239,21 +237,11 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_m
 
 def run_graph(graph: Delayed, *, scheduler: Any, threads: int, progress: bool) -> Stats:
     """Run the copy graph on ``scheduler`` (a ``distributed.Client``), else on dask's local scheduler
-    ``scheduler`` (None/``"threads"`` with ``threads`` workers, ``"synchronous"``: in this thread)."""
+    ``scheduler`` (None/``"threads"`` with ``threads`` workers, ``"synchronous"``: in this thread); ``progress``:
+    with a bar on stderr (:mod:`zarr_dask.graph.progress`)."""
     if scheduler is not None and not isinstance(scheduler, str):
-        future = scheduler.compute(graph)
-        if progress:
-            distributed: Any = importlib.import_module("distributed")
-            with contextlib.redirect_stdout(sys.stderr):  # distributed's text bar prints to stdout
-                distributed.progress(future)
-            print(file=sys.stderr)
-        return cast(Stats, future.result())
-    run: Any = graph
-    if progress:
-        diagnostics: Any = importlib.import_module("dask.diagnostics")
-        with diagnostics.ProgressBar(out=sys.stderr, dt=0.5):
-            return cast(Stats, run.compute(scheduler=scheduler or "threads", num_workers=threads))
-    return cast(Stats, run.compute(scheduler=scheduler or "threads", num_workers=threads))
+        return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler))
+    return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler or "threads", num_workers=threads))
 
 
 def write_plan(job: CopyJob) -> WritePlan | None:

@@ -14,17 +14,21 @@ A task waiting for an append lease keeps its worker thread (it does not ``secede
 runs in the holder's own thread, so the wait cannot starve it, and a seceded waiter would have to ``rejoin``
 -- wait for a free slot -- while holding the lease it just took.
 
+Where tasks run is decided here too: :func:`other_processes` (a scheduler whose tasks run in other processes,
+which cannot write into a store in this process's memory) and :func:`scheduler_client` (the cluster a write
+computes on, for its progress bar).
+
 ``distributed`` is never imported here: a worker task can only exist if it already is.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 from zarr_dask.graph.buffers import in_distributed_worker
 
-__all__ = ["compute_options", "in_worker_task"]
+__all__ = ["compute_options", "in_worker_task", "other_processes", "scheduler_client"]
 
 _LOCAL_NAMES = frozenset(
     {"sync", "synchronous", "single-threaded", "threads", "threading", "processes", "multiprocessing"}
@@ -76,3 +80,40 @@ def compute_options() -> dict[str, Any]:
     if _local_setting(config.get("scheduler", None)):
         return {}
     return {"scheduler": "threads"}
+
+
+def scheduler_client(get: Any = None) -> Any | None:
+    """The ``distributed.Client`` whose ``get`` is ``get`` (default: dask's scheduler in force, e.g. a client
+    made or set as the default), else None (a local scheduler)."""
+    if get is None:
+        from dask.base import get_scheduler
+
+        get = cast(Any, get_scheduler)()
+    client = getattr(get, "__self__", None)
+    return client if str(getattr(type(client), "__module__", "")).startswith("distributed") else None
+
+
+def _in_process_cluster(get: Any) -> bool:
+    """True when ``get`` is a distributed client's whose workers all run in this process
+    (``LocalCluster(processes=False)``: their addresses are ``inproc://``)."""
+    client = scheduler_client(get)
+    if client is None:
+        return False
+    try:
+        workers = client.scheduler_info().get("workers", {})
+    except Exception:  # noqa: BLE001 - a closed or broken client: not an in-process cluster
+        return False
+    return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
+
+
+def other_processes() -> str | None:
+    """The name of the scheduler in force if it runs tasks in other processes (``"distributed"``,
+    ``"processes"``...), None for a local one (threads, synchronous, an in-process cluster)."""
+    from dask import local, threaded
+    from dask.base import get_scheduler
+
+    get = cast(Any, get_scheduler)()
+    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
+        return None
+    module = str(getattr(get, "__module__", get))
+    return "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module

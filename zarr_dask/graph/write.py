@@ -35,11 +35,13 @@ from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
 from zarr_dask.graph.handle import ArrayHandle
-from zarr_dask.graph.in_task import compute_options
+from zarr_dask.graph.in_task import compute_options, other_processes
 from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
+from zarr_dask.graph.progress import run as run_with_progress
+from zarr_dask.graph.progress import write_note
 from zarr_dask.graph.resume import journaled_plan, resumable_target
 from zarr_dask.graph.target import (
     IO_OPTIONS,
@@ -153,10 +155,11 @@ def _run(
     lease: str | None = None,
     as_array: bool = False,
     resumed: Journal | None = None,
+    progress: bool = False,
 ) -> Any:
-    """Build the write graph; compute it (``compute``) or return it, registered as a pending lazy write
-    (``lazy``, default ``not compute``). ``lease``: the token of the append lease its commit releases;
-    ``resumed``: the journal of a resumable write (its finished tasks are skipped)."""
+    """Build the write graph; compute it (``compute``; ``progress``: with a bar on stderr) or return it,
+    registered as a pending lazy write (``lazy``, default ``not compute``). ``lease``: the token of the append
+    lease its commit releases; ``resumed``: the journal of a resumable write (its finished tasks are skipped)."""
     check_in_process(target.handle.store)
     plan = make_plan(arr, target)
     if resumed is not None:
@@ -174,36 +177,11 @@ def _run(
         claim(plan, store.__dask_tokenize__(), token, result)
     if not compute:
         return result
+    note = write_note(target, plan, resumed) if progress else None
     if return_stored:
-        return result.persist(**compute_options())
-    result.compute(**compute_options())
+        return run_with_progress(result, progress=progress, note=note, persist=True, **compute_options())
+    run_with_progress(result, progress=progress, note=note, **compute_options())
     return None
-
-
-def _in_process_cluster(get: Any) -> bool:
-    """True when ``get`` is a distributed client's whose workers all run in this process
-    (``LocalCluster(processes=False)``: their addresses are ``inproc://``)."""
-    client = getattr(get, "__self__", None)
-    if client is None or not str(getattr(type(client), "__module__", "")).startswith("distributed"):
-        return False
-    try:
-        workers = client.scheduler_info().get("workers", {})
-    except Exception:  # noqa: BLE001 - a closed or broken client: not an in-process cluster
-        return False
-    return bool(workers) and all(str(address).startswith("inproc://") for address in workers)
-
-
-def other_processes() -> str | None:
-    """The name of the scheduler in force if it runs tasks in other processes (``"distributed"``,
-    ``"processes"``...), None for a local one (threads, synchronous, an in-process cluster)."""
-    from dask import local, threaded
-    from dask.base import get_scheduler
-
-    get = cast(Any, get_scheduler)()
-    if get is None or get is threaded.get or get is local.get_sync or _in_process_cluster(get):
-        return None
-    module = str(getattr(get, "__module__", get))
-    return "distributed" if module.startswith("distributed") else "processes" if "multiprocessing" in module else module
 
 
 def check_in_process(store: Any) -> None:
@@ -236,6 +214,7 @@ def to_zarr(
     overwrite: bool = False,
     consolidated: bool | None = None,
     resume: bool | str = False,
+    progress: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Write a dask array to a Zarr array; a drop-in for :func:`dask.array.to_zarr`.
@@ -289,6 +268,10 @@ def to_zarr(
         The journal costs one small write per writer task; it is deleted once the write finished (a region
         write keeps one record for :func:`~zarr_dask.write_ledger`). See docs/safe-writes.md, "When a write
         dies".
+    progress
+        Show a progress bar on stderr while the write computes (``compute=True``; dask's bar, or distributed's
+        on a cluster), after a line saying what it writes -- for a resumed write, how many writer tasks and
+        keys an earlier run finished (they are skipped, so the bar counts only the rest).
     **kwargs
         New-array options: ``zarr_format`` (default: the format of the array being overwritten, else of the
         nearest group above the new array, else 3, so a v2 hierarchy gets v2 members), ``chunks`` (default:
@@ -316,15 +299,20 @@ def to_zarr(
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     overwrite, region = _mode(mode, overwrite, region, arr, url, component, storage_options)
+    if progress and not compute:
+        raise TypeError(
+            "progress=True shows the bar of a write computed now, but compute=False returns it uncomputed; compute "
+            "it under dask.diagnostics.ProgressBar() (or distributed.progress on a cluster), or pass compute=True"
+        )
     # compute=False: a dask array whose blocks compute to None once written, as dask's to_zarr returns
     return _write(arr, url, component, storage_options, region, compute, return_stored, overwrite, consolidated,
-                  kwargs, as_array=not compute, resume=resume)  # fmt: skip
+                  kwargs, as_array=not compute, resume=resume, progress=progress)  # fmt: skip
 
 
 def _write(
     arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any,
     compute: bool, return_stored: bool, overwrite: bool, consolidated: bool | None, kwargs: Mapping[str, Any],
-    as_array: bool, fence: Fence | None = None, resume: bool | str = False,
+    as_array: bool, fence: Fence | None = None, resume: bool | str = False, progress: bool = False,
 ) -> Any:  # fmt: skip
     resumed: Journal | None = None
     if resume:
@@ -345,7 +333,8 @@ def _write(
         create_metadata(target)  # a resumed write's first run did it (and deleted what it overwrote) already
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
     as_array = as_array and not transactional
-    return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed)
+    return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed,
+                progress=progress)  # fmt: skip
 
 
 def to_zarr_delayed(
