@@ -13,7 +13,12 @@ Rows (medians of ``ZD_BENCH_REPEAT`` rounds, default 3, round-robin after a warm
 
 Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
+Targets (``ZD_BENCH_TARGET``, comma-separated, default ``local``): ``local``, a directory; ``s3``, a moto S3 server
+in its own process adding ``ZD_BENCH_LATENCY`` seconds (default 0.02) to every request (bench_remote.py's), each
+round starting from an empty bucket.
+
     python benchmarks/bench_resume.py
+    ZD_BENCH_TARGET=local,s3 python benchmarks/bench_resume.py               # local files and moto S3
     ZD_BENCH_GIB=0.25 ZD_BENCH_REPEAT=2 python benchmarks/bench_resume.py   # a quick run
 """
 
@@ -71,15 +76,49 @@ def source(gib: float) -> Any:
     return da.map_blocks(produce, chunks=chunks, dtype="f4", meta=np.empty((0, 0), "f4"))
 
 
-def write(url: str, x: Any, resume: bool) -> None:
-    zarr_dask.to_zarr(x, url, chunks=(ROWS_PER_CHUNK, COLS), mode="w", resume=resume)
+class Target:
+    """Where the benchmark writes: ``url`` with ``options``; ``reset()`` empties it; ``journal()`` lists what
+    is left of resume journals."""
+
+    def __init__(self, url: str, options: dict[str, Any] | None, reset: Any) -> None:
+        self.url, self.options, self.reset = url, options, reset
+
+    def journal(self) -> list[str]:
+        return zarr_dask.open_store(self.url, storage_options=self.options).list_prefix(".zd-resume")
 
 
-def kill_half_way(url: str, x: Any) -> None:
+def local_target(root: Path) -> Target:
+    url = str(root / "w.zarr")
+    return Target(url, None, lambda: shutil.rmtree(url, ignore_errors=True))
+
+
+def s3_target(endpoint: str, bucket: str = "zd-resume") -> Target:
+    """``s3://<bucket>/w.zarr`` on the S3 server at ``endpoint`` (the bucket made if missing), emptied between
+    runs (untimed)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")).read()
+    except urllib.error.HTTPError as e:  # 409: the bucket exists
+        if e.code != 409:
+            raise
+    options = {"key": "bench", "secret": "bench", "use_listings_cache": False,
+               "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}  # fmt: skip
+    url = f"s3://{bucket}/w.zarr"
+    return Target(url, options, lambda: zarr_dask.open_store(url, storage_options=options).delete_prefix(""))
+
+
+def write(target: Target, x: Any, resume: bool) -> None:
+    zarr_dask.to_zarr(x, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS), mode="w",
+                      resume=resume)  # fmt: skip
+
+
+def kill_half_way(target: Target, x: Any) -> None:
     """A resumable write that dies once half of its blocks were produced (most of them land)."""
     _PRODUCED[0], DIE_AFTER[0] = 0, x.numblocks[0] // 2
     try:
-        write(url, x, True)
+        write(target, x, True)
     except Killed:
         pass
     else:
@@ -88,46 +127,61 @@ def kill_half_way(url: str, x: Any) -> None:
         DIE_AFTER[0] = None
 
 
-def measure(gib: float, repeat: int, root: Path) -> dict[str, list[float]]:
+def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
     """Wall times of each row (after one warm-up round; ``"skipped"``: the fraction of writer tasks each
     resumed run skipped); checks every result against the plain write."""
     x = source(gib)
     times: dict[str, list[float]] = {"plain": [], "tracked": [], "resumed": []}
     skipped: list[float] = []
-    url = str(root / "w.zarr")
+    url, options = target.url, target.options
     with dask.config.set(scheduler="threads", num_workers=2):
         for r in range(repeat + 1):
             for row in times:
-                shutil.rmtree(url, ignore_errors=True)
+                target.reset()
                 if row == "resumed":
-                    kill_half_way(url, x)
-                    plan = zarr_dask.explain_write(x, url, chunks=(ROWS_PER_CHUNK, COLS), overwrite=True, resume=True)
+                    kill_half_way(target, x)
+                    plan = zarr_dask.explain_write(x, url, storage_options=options, chunks=(ROWS_PER_CHUNK, COLS),
+                                                   overwrite=True, resume=True)  # fmt: skip
                     skipped.append(plan.skipped_tasks / plan.tasks)
                 t0 = time.perf_counter()
-                write(url, x, row != "plain")
+                write(target, x, row != "plain")
                 if r:
                     times[row].append(time.perf_counter() - t0)
                 if r == 0 and row == "plain":
-                    expected = zarr_dask.open_array(url)[:: ROWS_PER_CHUNK // 2]
+                    expected = zarr_dask.open_array(url, storage_options=options)[:: ROWS_PER_CHUNK // 2]
                 elif r == 0:
-                    np.testing.assert_array_equal(zarr_dask.open_array(url)[:: ROWS_PER_CHUNK // 2], expected)
-                    assert not list(Path(url).glob(".zd-resume/*")), "journal left behind"
-    shutil.rmtree(url, ignore_errors=True)
+                    got = zarr_dask.open_array(url, storage_options=options)[:: ROWS_PER_CHUNK // 2]
+                    np.testing.assert_array_equal(got, expected)
+                    assert not target.journal(), "journal left behind"
+    target.reset()
     times["skipped"] = skipped
     return times
 
 
-def main() -> None:
-    times = measure(GIB, REPEAT, scratch("resume"))
+def report(name: str, times: dict[str, list[float]]) -> None:
     skipped = times.pop("skipped")
     plain = statistics.median(times["plain"])
-    print(f"{GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
+    print(f"{name}: {GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
     print(f"{'row':<10}{'median s':>10}{'x plain':>10}   target")
     targets = {"plain": "", "tracked": "<= 1.05", "resumed": "<= 0.55"}
     for row, ts in times.items():
         m = statistics.median(ts)
         print(f"{row:<10}{m:>10.2f}{m / plain:>10.2f}   {targets[row]}")
-    print(f"resumed runs skipped {', '.join(f'{s:.0%}' for s in skipped)} of their writer tasks")
+    print(f"resumed runs skipped {', '.join(f'{s:.0%}' for s in skipped)} of their writer tasks", flush=True)
+
+
+def main() -> None:
+    for name in os.environ.get("ZD_BENCH_TARGET", "local").split(","):
+        if name == "local":
+            report("local files", measure(GIB, REPEAT, local_target(scratch("resume"))))
+        elif name == "s3":
+            from bench_remote import _serve_s3, child_server
+
+            latency = float(os.environ.get("ZD_BENCH_LATENCY", "0.02"))
+            with child_server(_serve_s3, latency) as endpoint:
+                report(f"moto S3 ({latency * 1000:g} ms per request)", measure(GIB, REPEAT, s3_target(endpoint)))
+        else:
+            raise SystemExit(f"ZD_BENCH_TARGET: unknown target {name!r} (local, s3)")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,8 @@ def test_s3_resume_counts_requests(s3_bucket_url: str, s3_storage_options: dict[
         zarr_dask.to_zarr(src, s3_bucket_url, storage_options=s3_storage_options, chunks=job.CHUNKS, resume=True)
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     finished = settled(lambda: {int(k.rsplit("/", 1)[-1].split(".")[0]) for k in store.list_prefix(JOURNAL_DIR) if "/t/" in k})
-    assert finished
+    assert finished  # the uploads queued behind the tasks landed before the error was raised, with their receipts
+    assert all(store.get(f"c/{i}/0") is not None for i in finished)  # a receipt only follows its task's key
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     n = len(seen)
     with dask.config.set(scheduler="threads", num_workers=2):

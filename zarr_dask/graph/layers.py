@@ -83,11 +83,17 @@ def write_group(handle: ArrayHandle, box: Box, edges: Edges, group: Group, *bloc
     return handle.write_box(value, box, behind=WriteBehind(token) if _may_defer(built_in) else None)
 
 
-def write_journaled(handle: ArrayHandle, box: Box, edges: Edges, receipt: str, *blocks: Any) -> int:
-    """A writer task of a resumable write: write the keys it owns at once (never deferred), then its receipt
-    (:mod:`zarr_dask.graph.journal`): the receipt exists only once every key of the task has landed."""
-    written = handle.write_box(assemble(box, edges, blocks, handle.dtype), box)
-    journal.record(handle.store, receipt)
+def write_journaled(handle: ArrayHandle, box: Box, edges: Edges, group: Group, receipt: str, *blocks: Any) -> int:
+    """A writer task of a resumable write: :func:`write_group`, then its receipt (:mod:`zarr_dask.graph.journal`),
+    which exists only once every key of the task has landed: written at once after keys the task stored itself,
+    queued behind the uploads of the keys it deferred (:meth:`WriteBehind.then`)."""
+    token, built_in = group
+    behind = WriteBehind(token) if _may_defer(built_in) else None
+    written = handle.write_box(assemble(box, edges, blocks, handle.dtype), box, behind=behind)
+    if behind is None:
+        journal.record(handle.store, receipt)
+    else:
+        behind.then(handle.store, {receipt: b""})
     return written
 
 
@@ -243,7 +249,7 @@ def writer_tasks(
         deps = [ref((source, *b)) for b in itertools.product(*(s.blocks for s in segs))]
         if resumed is not None:
             receipt = journal.receipt_key(resumed.prefix, gidx)
-            tasks[key] = task(key, write_journaled, handle, data(box), data(_edges(plan, segs)), receipt, *deps)
+            tasks[key] = task(key, write_journaled, handle, data(box), data(_edges(plan, segs)), group, receipt, *deps)
         else:
             tasks[key] = task(key, write_group, handle, data(box), data(_edges(plan, segs)), group, *deps)
     return tasks

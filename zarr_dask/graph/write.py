@@ -53,6 +53,7 @@ from zarr_dask.graph.target import (
     resolve_target,
 )
 from zarr_dask.store.transactions import is_transactional
+from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
@@ -178,10 +179,24 @@ def _run(
     if not compute:
         return result
     note = write_note(target, plan, resumed) if progress else None
-    if return_stored:
-        return run_with_progress(result, progress=progress, note=note, persist=True, **compute_options())
-    run_with_progress(result, progress=progress, note=note, **compute_options())
+    try:
+        if return_stored:
+            return run_with_progress(result, progress=progress, note=note, persist=True, **compute_options())
+        run_with_progress(result, progress=progress, note=note, **compute_options())
+    except BaseException:
+        _settle_failed(token)
+        raise
     return None
+
+
+def _settle_failed(token: str) -> None:
+    """After a failed write: let the uploads its tasks queued land (a resumable write keeps their receipts), so
+    none lands after the error reaches the caller (e.g. over the write they run next); their own errors are
+    dropped, the write's is raised."""
+    try:
+        WriteBehind(token).drain()
+    except Exception as exc:  # noqa: BLE001 - the write's own error is the one to raise
+        _log.debug("an upload of a failed write failed too: %s", exc)
 
 
 def check_in_process(store: Any) -> None:

@@ -17,6 +17,10 @@ task may run in another process than the writer tasks) or in another process tha
 graph (dask's multiprocessing scheduler), and stores without batched I/O (local files, memory), where a
 write is not waiting on a network.
 
+A key that must follow others -- a resumable write's receipt, which says its task's keys have all landed
+(:mod:`zarr_dask.graph.journal`) -- is handed over with :meth:`WriteBehind.then`: it is queued only once the
+uploads offered before it have landed, and dropped if one of them failed.
+
 The writer task holds a :class:`WriteBehind` for its write and passes it down explicitly (the graph layer
 makes it, ``ChunkIO`` offers its whole keys to it, the final task drains it): no thread-local state.
 
@@ -60,12 +64,17 @@ class _Group:
     error: BaseException | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class _Upload:
     store: Any
     group: str
     items: dict[str, bytes]
     nbytes: int = field(init=False)
+    done: bool = False  #: sent (``failed`` if it met an error)
+    failed: bool = False
+    waits: int = 0  #: a follow-up (:meth:`WriteBehind.then`): uploads still to land before it is queued
+    dropped: bool = False  #: a follow-up one of whose uploads failed: never sent
+    followers: list[_Upload] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.nbytes = sum(len(v) for v in self.items.values())
@@ -78,6 +87,7 @@ class WriteBehind:
     the uploader threads are the process's."""
 
     group: str
+    _offered: list[_Upload] = field(default_factory=list, compare=False, repr=False)  # by this handle
 
     def offer(self, store: Any, items: Mapping[str, bytes], *, batched_io: bool) -> bool:
         """Queue ``items`` for upload; returns False, having done nothing, when the store is not batched or
@@ -92,11 +102,28 @@ class WriteBehind:
                 _cond.wait()
             _used += upload.nbytes
             _groups.setdefault(self.group, _Group()).pending += 1
-            _queue.append(upload)
-            if not _idle and _workers < _WORKERS:
-                _start_worker()
-            _cond.notify_all()
+            self._offered.append(upload)
+            _enqueue(upload)
         return True
+
+    def then(self, store: Any, items: Mapping[str, bytes]) -> None:
+        """Store ``items`` only once every upload offered through this handle has landed: at once (in this
+        thread) when none is pending, else queued behind them, and never if one of them failed (the write's
+        final task raises that error). A resumable write's receipt follows its task's keys this way."""
+        global _used
+        with _cond:
+            if any(u.failed for u in self._offered):
+                return
+            waiting = [u for u in self._offered if not u.done]
+            if waiting:
+                follow = _Upload(store, self.group, dict(items))
+                follow.waits = len(waiting)
+                for u in waiting:
+                    u.followers.append(follow)
+                _used += follow.nbytes
+                _groups.setdefault(self.group, _Group()).pending += 1
+                return
+        store.set_many(dict(items))
 
     def drain(self) -> None:
         """Wait until every upload queued under this write is stored; raise the first error one of them met."""
@@ -116,6 +143,36 @@ def pending_bytes() -> int:
     """Bytes queued or being uploaded now, over the whole process."""
     with _cond:
         return _used
+
+
+def _enqueue(upload: _Upload) -> None:
+    """Queue ``upload`` for the uploader threads (under ``_cond``), starting one if none is idle."""
+    _queue.append(upload)
+    if not _idle and _workers < _WORKERS:
+        _start_worker()
+    _cond.notify_all()
+
+
+def _settle(upload: _Upload, error: BaseException | None) -> None:
+    """Account for a sent upload (under ``_cond``): its group's count and first error, and its follow-ups:
+    queued once all they wait for landed, dropped (and no longer pending) as soon as one of them failed."""
+    global _used
+    upload.done, upload.failed = True, error is not None
+    _used -= upload.nbytes
+    group = _groups.get(upload.group)
+    if group is not None:
+        group.pending -= 1
+        if error is not None and group.error is None:
+            group.error = error
+    for follow in upload.followers:
+        if follow.dropped:
+            continue
+        follow.waits -= 1
+        if error is not None:
+            follow.dropped = True
+            _settle(follow, None)
+        elif follow.waits == 0:
+            _enqueue(follow)
 
 
 def _start_worker() -> None:
@@ -146,7 +203,6 @@ def _take() -> list[_Upload] | None:
 
 
 def _work() -> None:
-    global _used
     while (batch := _take()) is not None:
         error: BaseException | None = None
         try:
@@ -156,10 +212,5 @@ def _work() -> None:
             error = exc
         with _cond:
             for upload in batch:
-                _used -= upload.nbytes
-                group = _groups.get(upload.group)
-                if group is not None:
-                    group.pending -= 1
-                    if error is not None and group.error is None:
-                        group.error = error
+                _settle(upload, error)
             _cond.notify_all()
