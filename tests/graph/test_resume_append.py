@@ -54,6 +54,20 @@ def receipts(root: Path) -> set[int]:
     }
 
 
+def stored(url: Path) -> dict[str, bytes]:
+    """The array's files, its journals apart; asserts that each journal is reduced to its two records."""
+    journals = {p.name: sorted(q.name for q in p.iterdir()) for p in (url / JOURNAL_DIR).glob("*")}
+    assert all(names == ["begin", "complete"] for names in journals.values()), journals
+    return {k: v for k, v in files(url).items() if not k.startswith(JOURNAL_DIR)}
+
+
+def _journal(url: Path) -> dict[str, bytes]:
+    """The journal files of the one run under ``url``: its ``begin`` and ``complete`` records only."""
+    journal = {k: v for k, v in files(url).items() if k.startswith(JOURNAL_DIR)}
+    assert sorted(k.rsplit("/", 1)[-1] for k in journal) == ["begin", "complete"], journal
+    return journal
+
+
 def _flaky(name: str, fail_at: int, scale: float = 3.0) -> tuple[da.Array, list[int]]:
     """The append's source, raising on its ``fail_at``-th block (0: never); returns it and the blocks computed."""
     job.STATE[name] = {"fail_at": fail_at, "seen": []}
@@ -98,8 +112,7 @@ def _raising_append_then_resume(tmp_path: Path, seed: int) -> None:
     assert store.counters.snapshot()["set"] == 2 * missing + 2 + 3
     after = identities(url)
     assert all(after[f"c/{i + 2}/0"] == before[f"c/{i + 2}/0"] for i in finished)  # nor rewritten
-    assert not (url / JOURNAL_DIR).exists()
-    assert files(url) == _clean(tmp_path, SOURCE * 3 + 1)
+    assert files(url) == {**_clean(tmp_path, SOURCE * 3 + 1), **_journal(url)}
 
 
 @pytest.mark.parametrize("seed", [3])
@@ -151,7 +164,7 @@ def _kill_client_and_resume(tmp_path: Path, wait_for: int) -> None:
     assert set(again) >= set(range(12)) - finished
     after = identities(url)
     assert all(after[f"c/{i + 2}/0"] == before[f"c/{i + 2}/0"] for i in finished)  # nor rewritten
-    assert files(url) == _clean(tmp_path, SOURCE * 3 + 1)
+    assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1)
 
 
 def test_client_killed_mid_append_then_resumed(tmp_path: Path) -> None:
@@ -178,23 +191,24 @@ def test_append_killed_during_its_commit_is_not_appended_twice(tmp_path: Path) -
     computed = len(job.calls(str(counter)))
     assert zarr_dask.append(job.source(str(counter)), str(url), resume=True) == END
     assert len(job.calls(str(counter))) == computed  # nothing computed, nothing appended
-    assert not (url / JOURNAL_DIR).exists()
     zarr_dask.append(other, str(url))
-    assert files(url) == _clean(tmp_path, SOURCE * 3 + 1, -SOURCE[:8])
+    assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1, -SOURCE[:8])
 
 
 def test_landed_lazy_append_is_not_appended_twice(tmp_path: Path) -> None:
     """A lazy append computed elsewhere landed (its caller never saw the result): the same call again returns
-    the shape it committed, appends nothing, and deletes the journal its commit left."""
+    the shape it committed and appends nothing, as often as it is made, until the journal is published."""
     url = _base(tmp_path / "a.zarr")
     src, seen = _flaky("lazy", 0)
     with dask.config.set(scheduler="sync"):
         assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == END
         assert sorted(p.name for p in next((url / JOURNAL_DIR).iterdir()).iterdir()) == ["begin", "complete"]
         assert zarr_dask.append(src, str(url), resume=True) == END
-        assert len([b for b in seen if b >= 0]) == 12 and not (url / JOURNAL_DIR).exists()
-        # the journal is gone once a caller got the result: the same call now is a new append
-        assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == (END[0] + 96, 40)
+        assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == END  # (a job run again)
+        assert len([b for b in seen if b >= 0]) == 12
+        assert zarr_dask.write_ledger(str(url)).regions("done") == [((16, END[0]), (0, 40))]
+        zarr_dask.publish_ledger(str(url))  # deletes the journals: the same call is a new append now
+        assert zarr_dask.append(src, str(url), resume=True) == (END[0] + 96, 40)
     assert len([b for b in seen if b >= 0]) == 24
 
 
@@ -209,7 +223,7 @@ def test_append_landed_meanwhile_is_not_mixed_with(tmp_path: Path) -> None:
     with dask.config.set(scheduler="threads", num_workers=2):
         assert zarr_dask.append(src, str(url), resume=True) == (END[0] + 20, 40)
     assert sorted(seen[n:]) == list(range(12))
-    assert files(url) == _clean(tmp_path, -SOURCE[:20], SOURCE * 3 + 1)
+    assert stored(url) == _clean(tmp_path, -SOURCE[:20], SOURCE * 3 + 1)
 
 
 def test_failed_append_meanwhile_voids_the_receipts(tmp_path: Path) -> None:
@@ -227,7 +241,7 @@ def test_failed_append_meanwhile_voids_the_receipts(tmp_path: Path) -> None:
     assert overwritten  # rows the first run's receipts vouch for now hold the other append's data
     with dask.config.set(scheduler="sync"):
         zarr_dask.append(src, str(url), resume=True)
-    assert files(url) == _clean(tmp_path, SOURCE * 3 + 1)
+    assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1)
 
 
 def test_resumable_append_needs_leases() -> None:
@@ -258,6 +272,6 @@ def test_s3_append_resume_counts_requests(
         assert zarr_dask.append(src, store, resume=True) == END
     assert sorted(seen[n:]) == sorted(set(range(12)) - finished)
     assert store.counters.snapshot()["set"] == 2 * (12 - len(finished)) + 2 + 3  # (see the local test)
-    assert store.list_prefix(JOURNAL_DIR) == []
+    assert sorted(k.rsplit("/", 1)[-1] for k in store.list_prefix(JOURNAL_DIR)) == ["begin", "complete"]
     expected = np.concatenate([BASE, SOURCE * 3 + 1])
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], expected)

@@ -140,7 +140,7 @@ def test_worker_killed_mid_append_then_resume(client: Any, tmp_path: Path, monke
     """A resumable append on the cluster loses a worker (SIGKILL); the same append, run again once the lazy
     append's lease lapsed (its object was dropped), computes and writes only what has no receipt, commits
     once, and equals a clean append byte for byte."""
-    from tests.graph.test_resume_append import BASE, SOURCE, _clean
+    from tests.graph.test_resume_append import BASE, SOURCE, _clean, stored
     from tests.graph.test_resume_append import receipts as append_receipts
 
     monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
@@ -155,4 +155,4 @@ def test_worker_killed_mid_append_then_resume(client: Any, tmp_path: Path, monke
     assert sorted(job.calls(str(counter))[computed:]) == sorted(set(range(12)) - finished)
     after = identities(url)
     assert all(after[f"c/{i + 2}/0"] == before[f"c/{i + 2}/0"] for i in finished)
-    assert files(url) == _clean(tmp_path, SOURCE * 3 + 1)
+    assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1)

@@ -125,9 +125,11 @@ def append(
     resume
         ``True`` (or a run name, as for :func:`to_zarr`): make the append resumable. Run the same call again
         after it died: the writer tasks it finished are neither recomputed nor rewritten, the rest is written
-        and the shape committed once; if it had landed already, nothing is appended again and the shape it
-        committed is returned; if other appends landed meanwhile, it is written again in full at the new end.
-        Needs a store with conditional writes (append leases). See docs/safe-writes.md, "When a write dies".
+        and the shape committed once; if it had landed already (even long ago: a job run again from its
+        start), nothing is appended again and the shape it committed is returned; if other appends landed
+        meanwhile, it is written again in full at the new end. Its journal keeps two small records under the
+        array until :func:`~zarr_dask.publish_ledger`. Needs a store with conditional writes (append leases).
+        See docs/safe-writes.md, "When a write dies".
     **kwargs
         ``write_empty_chunks``; creation options of :func:`to_zarr` when the array does not exist yet.
 
@@ -191,10 +193,11 @@ def _append_resumable(
         decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
         resume_append.log_decision(store, array.path, decision)
         if decision.landed is not None:
+            if decision.void is not None:
+                store.delete_prefix(decision.void.rstrip("/"))
             lease.release()
-            resume_append.forget(store, decision.top)
             return decision.landed if compute else _delayed_shape(decision.landed)
-        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token)
+        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, make_plan(arr, target))
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token,
                       resumed=decision.journal)  # fmt: skip
         if compute:
@@ -206,7 +209,6 @@ def _append_resumable(
         lease.release_with(result)
         return result
     lease.release()  # (its commit released it already: this stops the renewal)
-    resume_append.forget(store, decision.top)
     return shape
 
 

@@ -11,7 +11,9 @@ but its run id leaves the array's shape out (the same call made again after its 
   starts over at a new end never reads the receipts of another plan).
 * ``complete``: written with the new shape once the commit is made -- by the append's commit, or by whoever
   completes a commit the append recorded in its lease and did not make (:func:`~zarr_dask.core.lease.roll_forward`
-  writes the records of the intent). It is the proof that the append landed.
+  writes the records of the intent). It is the proof that the append landed. ``begin`` and ``complete`` are
+  kept (two small objects): a job that is run again from its start finds every append it made landed, however
+  long ago; :func:`~zarr_dask.publish_ledger` (or overwriting the array) deletes them.
 
 A re-run takes the lease first (waiting for a killed run's lease to lapse; a run that failed in its own
 process marked its lease lapsed at once: :meth:`~zarr_dask.core.lease.AppendLease.abandon`), then decides
@@ -40,7 +42,7 @@ from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.journal import BEGIN, COMPLETE, Journal
 from zarr_dask.store import Store
 
-__all__ = ["Decision", "append_run_id", "begin", "decide", "end_records", "forget"]
+__all__ = ["Decision", "append_run_id", "begin", "decide", "end_records", "log_decision", "receipts_prefix"]
 
 _log = logging.getLogger("zarr_dask.graph")
 
@@ -103,13 +105,14 @@ def decide(
     top = journal.journal_prefix(path, run)
     got = store.get_many([top + BEGIN, top + COMPLETE])
     began, complete = _record(got.get(top + BEGIN)), _record(got.get(top + COMPLETE))
+    start = began.get("from") if began is not None else None
+    old = receipts_prefix(top, start[axis]) if isinstance(start, list) and len(start) == len(shape) else top
     if began is not None and complete is not None and isinstance(began.get("to"), list):
-        return Decision(top=top, landed=tuple(int(n) for n in began["to"]))
+        # (receipts are left when a takeover completed the commit: deleted with the re-run's lease held)
+        return Decision(top=top, landed=tuple(int(n) for n in began["to"]), void=old if old != top else None)
     fresh = Journal(prefix=receipts_prefix(top, shape[axis]), run=run, resumed=False, done=frozenset(), begun=True)
     if began is None:
         return Decision(top=top, journal=fresh)
-    start = began.get("from")
-    old = receipts_prefix(top, start[axis]) if isinstance(start, list) and len(start) == len(shape) else top
     if start == list(shape) and began.get("lease") and previous.get("owner") == began.get("lease"):
         done = journal.done_tasks(store, fresh.prefix)
         return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=done))
@@ -127,14 +130,18 @@ def decide(
     return Decision(top=top, journal=fresh, void=old, why=why)
 
 
-def begin(store: Store, decision: Decision, start: tuple[int, ...], end: tuple[int, ...], axis: int, lease: str) -> None:
+def begin(
+    store: Store, decision: Decision, start: tuple[int, ...], end: tuple[int, ...], axis: int, lease: str, plan: Any
+) -> None:  # fmt: skip
     """Start (or resume) the run: delete receipts that are no longer evidence, then write ``begin`` with this
-    run's lease token, before any writer task runs."""
+    run's lease token, before any writer task runs (with the rows it appends as its ``region`` and its
+    ``tasks``, for :func:`~zarr_dask.write_ledger`)."""
     if decision.void is not None:
         store.delete_prefix(decision.void.rstrip("/"))
     assert decision.journal is not None
+    region = [[int(a), int(b)] if d == axis else [0, int(b)] for d, (a, b) in enumerate(zip(start, end, strict=True))]
     record = {"run": decision.journal.run, "from": list(start), "to": list(end), "axis": axis, "lease": lease,
-              "started": time.time()}  # fmt: skip
+              "region": region, "tasks": plan.tasks, "keys": plan.keys, "started": time.time()}  # fmt: skip
     store.set(decision.top + BEGIN, json.dumps(record, sort_keys=True).encode())
 
 
@@ -149,11 +156,6 @@ def end_records(receipts: str, shape: tuple[int, ...]) -> tuple[dict[str, bytes]
     """
     top = receipts[: receipts.rstrip("/").rfind("/") + 1]
     return {top + COMPLETE: json.dumps({"to": list(shape)}).encode()}, receipts
-
-
-def forget(store: Store, top: str) -> None:
-    """Delete a run's journal once its caller has the result (an append that returned its shape)."""
-    store.delete_prefix(top.rstrip("/"))
 
 
 def log_decision(store: Store, path: str, decision: Decision) -> None:
