@@ -203,6 +203,7 @@ def test_landed_lazy_append_is_not_appended_twice(tmp_path: Path) -> None:
     with dask.config.set(scheduler="sync"):
         assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == END
         assert sorted(p.name for p in next((url / JOURNAL_DIR).iterdir()).iterdir()) == ["begin", "complete"]
+        assert zarr_dask.explain_write(src, str(url), append_axis=0, resume=True).skipped_tasks == 12
         assert zarr_dask.append(src, str(url), resume=True) == END
         assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == END  # (a job run again)
         assert len([b for b in seen if b >= 0]) == 12
