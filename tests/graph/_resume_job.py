@@ -67,7 +67,22 @@ def calls(counter: str) -> list[int]:
     return [int(x) for x in p.read_text().splitlines() if int(x) >= 0] if p.exists() else []
 
 
-if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER: a client process the test kills
+def die_at_commit() -> None:
+    """Make this process exit right after an append recorded its commit in its lease and before it made it
+    (fault injection for the child process a test kills: the commit a lease takeover completes)."""
+    from zarr_dask.core import commit
+
+    make = commit.commit_metadata
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("what") == "append":
+            os._exit(18)
+        return make(*args, **kwargs)
+
+    commit.commit_metadata = dying  # type: ignore[assignment]
+
+
+if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [append]: a client process the test kills
     import dask
 
     import zarr_dask
@@ -77,6 +92,11 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER: a c
         from dask_array.xarray import register
 
         register()
+    if os.environ.get("ZD_DIE_AT_COMMIT") == "1":
+        die_at_commit()
 
     with dask.config.set(scheduler="threads", num_workers=2):
-        zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)
+        if sys.argv[3:] == ["append"]:
+            zarr_dask.append(_resume_job.source(sys.argv[2]), sys.argv[1], resume=True)
+        else:
+            zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)

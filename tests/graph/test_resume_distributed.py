@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import dask.array
 import numpy as np
 import pytest
 
@@ -53,15 +54,20 @@ def _order(control: Path, orders: dict[str, Any]) -> None:
 
 
 def _die(
-    client: Any, counter: Path, url: str, options: dict[str, Any] | None, kill: bool, done: Any, sleep: float = 0.2
-) -> None:
-    """Run the job's write on the cluster until it dies, once ``done()`` (the receipts) lists 3 finished
-    tasks: the next upstream task to start exits its worker process, or (``kill``) the test SIGKILLs a worker."""
+    client: Any, counter: Path, url: str, options: dict[str, Any] | None, kill: bool, done: Any, sleep: float = 0.2,
+    append: bool = False,
+) -> None:  # fmt: skip
+    """Run the job's write (``append``: its resumable append) on the cluster until it dies, once ``done()``
+    (the receipts) lists 3 finished tasks: the next upstream task to start exits its worker process, or
+    (``kill``) the test SIGKILLs a worker."""
     control = Path(f"{counter}.ctl")
     _order(control, {"sleep": sleep})  # slow upstream blocks: time to see receipts land
-    write = zarr_dask.to_zarr(
-        job.source(str(counter)), url, storage_options=options, chunks=job.CHUNKS, resume=True, compute=False
-    )
+    if append:
+        write = zarr_dask.append(job.source(str(counter)), url, storage_options=options, resume=True, compute=False)
+    else:
+        write = zarr_dask.to_zarr(
+            job.source(str(counter)), url, storage_options=options, chunks=job.CHUNKS, resume=True, compute=False
+        )
     future = client.compute(write)
     deadline = time.monotonic() + 60
     while len(done()) < 3 and not future.done() and time.monotonic() < deadline:
@@ -132,3 +138,25 @@ def test_worker_death_then_resume_s3(client: Any, tmp_path: Path, s3_bucket_url:
     assert not [k for k in after if JOURNAL_DIR in k]
     expected = np.arange(np.prod(job.SHAPE)).reshape(job.SHAPE) * 3 + 1
     np.testing.assert_array_equal(zarr_dask.open_array(s3_bucket_url, storage_options=s3_storage_options)[:], expected)
+
+
+def test_worker_killed_mid_append_then_resume(client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumable append on the cluster loses a worker (SIGKILL); the same append, run again once the lazy
+    append's lease lapsed (its object was dropped), computes and writes only what has no receipt, commits
+    once, and equals a clean append byte for byte."""
+    from tests.graph.test_resume_append import BASE, SOURCE, _clean, stored
+    from tests.graph.test_resume_append import receipts as append_receipts
+
+    monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
+    url, counter = tmp_path / "a.zarr", tmp_path / "count"
+    zarr_dask.to_zarr(dask.array.from_array(BASE, chunks=job.CHUNKS), str(url), chunks=job.CHUNKS)
+    _die(client, counter, str(url), None, True, lambda: append_receipts(url), append=True)
+    finished = settled(lambda: append_receipts(url))
+    assert 0 < len(finished) < 12
+    assert zarr_dask.open_array(str(url)).shape == BASE.shape
+    before, computed = identities(url), len(job.calls(str(counter)))
+    assert zarr_dask.append(job.source(str(counter)), str(url), resume=True) == (16 + job.SHAPE[0], job.SHAPE[1])
+    assert sorted(job.calls(str(counter))[computed:]) == sorted(set(range(12)) - finished)
+    after = identities(url)
+    assert all(after[f"c/{i + 2}/0"] == before[f"c/{i + 2}/0"] for i in finished)
+    assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1)

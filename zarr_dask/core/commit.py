@@ -80,17 +80,23 @@ def commit_held(
     *,
     extra_keys: Sequence[str] = (),
     what: str = "append",
+    records: Mapping[str, bytes] | None = None,
 ) -> tuple[Any, dict[str, bytes]]:
     """:func:`commit_metadata` by the holder of an append lease (``lease``: ``(leased node path, token)``;
     None on stores without leases): first record the commit in the lease (:func:`mark_commit`, refused with
     :class:`~zarr_dask.errors.FencedWriteError` once the lease was taken over, nothing written), then commit.
     If the lease is taken over after the record was made, the taker completes the commit
-    (:func:`~zarr_dask.core.lease.roll_forward`): then it is committed all the same."""
+    (:func:`~zarr_dask.core.lease.roll_forward`): then it is committed all the same. ``records``: documents
+    written once the commit is made, by this holder or by whoever completes its commit (a resumable append's
+    ``complete`` record: the proof that it landed)."""
     if lease is None:
         return commit_metadata(store, path, expected, new, extra_keys=extra_keys, what=what)
-    mark_commit(store, *lease, commit_intent([(path, expected, new)]))
+    mark_commit(store, *lease, commit_intent([(path, expected, new)], records=records))
     try:
-        return commit_metadata(store, path, expected, new, extra_keys=extra_keys, what=what)
+        done = commit_metadata(store, path, expected, new, extra_keys=extra_keys, what=what)
+        if records:
+            store.set_many(dict(records))
+        return done
     except WriteConflictError:
         if _holds(store, *lease):
             raise
@@ -132,22 +138,29 @@ def _changed_meanwhile(store: Store, path: str, what: str) -> WriteConflictError
     )
 
 
-def commit_intent(changes: Sequence[tuple[str, Any, Any]], after: Mapping[str, bytes] | None = None) -> dict[str, Any]:
+def commit_intent(
+    changes: Sequence[tuple[str, Any, Any]], after: Mapping[str, bytes] | None = None,
+    records: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The record of a commit kept in an append lease (:func:`~zarr_dask.core.lease.mark_commit`): for every
     ``(array path, expected metadata, new metadata)`` the documents before and after, and the documents
     ``after`` to write once every array is committed (consolidated metadata), or None to refresh the
-    consolidated metadata of each array instead. JSON-serialisable."""
+    consolidated metadata of each array instead; ``records``: documents written last (a resumable append's
+    proof that it landed). JSON-serialisable."""
 
     def text(docs: Mapping[str, bytes]) -> dict[str, str]:
         return {k: v.decode() for k, v in docs.items()}
 
-    return {
+    intent: dict[str, Any] = {
         "arrays": [
             {"path": p, "expected": text(nodes.documents(p, old)), "new": text(nodes.documents(p, new))}
             for p, old, new in changes
         ],
         "after": text(after) if after is not None else None,
     }
+    if records:
+        intent["records"] = text(records)
+    return intent
 
 
 def apply_intent(store: Store, intent: Mapping[str, Any], *, lease: tuple[str, str] | None = None) -> list[Any]:
@@ -182,6 +195,8 @@ def apply_intent(store: Store, intent: Mapping[str, Any], *, lease: tuple[str, s
     elif after is None:
         for entry, meta in zip(intent["arrays"], written, strict=False):
             refresh_consolidated(store, entry["path"], meta)
+    if intent.get("records") and len(written) == len(intent["arrays"]):  # only a commit made proves it
+        store.set_many({k: v.encode() for k, v in intent["records"].items()})
     return written
 
 

@@ -140,6 +140,9 @@ class AppendLease:
         self.token = uuid.uuid4().hex
         #: set once this holder's commit is made: :meth:`release` then also deletes a lease that records it
         self.committed = False
+        #: the lease document this holder took over when it acquired (``{}``: there was none); a resumed append
+        #: reads in it whether anyone else held the lease since its killed run (graph/resume_append.py)
+        self.previous: dict[str, Any] = {}
         self._version: object = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -176,8 +179,8 @@ class AppendLease:
             policy=RetryPolicy(attempts=1 << 30, base_delay=0.005, max_delay=0.5),
             deadline=time.monotonic() + self.wait,
         )  # fmt: skip
-        holder = taken["holder"]
-        if holder:
+        holder = self.previous = taken["holder"]
+        if holder and not holder.get("abandoned"):
             _log.warning("%s /%s: took over the lapsed append lease of %s", self.store.url, self.path, _who(holder))
         if holder.get("intent"):
             roll_forward(self.store, holder["intent"])
@@ -240,6 +243,22 @@ class AppendLease:
         still be running (``client.compute(append(...))`` drops the object at once), and it commits unless
         another append took the lapsed lease over meanwhile, which fences it off (see the module docstring)."""
         weakref.finalize(owner, self._stop.set)
+
+    def abandon(self) -> None:
+        """Stop renewing and mark the lease lapsed at once, still naming this holder (a resumable append that
+        failed: its re-run takes the lease over without waiting for the time to live, and finds in it that no
+        other append held the lease meanwhile). A lease that records a commit keeps it (see :func:`roll_forward`)."""
+        self.stop_renewing()
+        key = self.key
+
+        def step(got: Mapping[str, Versioned]) -> dict[str, bytes]:
+            holder = parse_lease(got[key].value)
+            if holder.get("owner") != self.token:
+                return {}
+            return {key: json.dumps({**holder, "expires": 0, "abandoned": True}).encode()}
+
+        transact(self._cas, [key], step, exhausted=lambda keys, n: WriteConflictError(
+            f"the append lease {key!r} kept changing while this append gave it up", store=self.store.url, path=self.path))
 
     def __enter__(self) -> AppendLease:
         return self.acquire()

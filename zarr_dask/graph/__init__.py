@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from zarr_dask.graph.appending import append
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.ledger import WriteLedger, publish_ledger, write_ledger
 from zarr_dask.graph.plan import WritePlan
 from zarr_dask.graph.read import from_zarr
-from zarr_dask.graph.write import append, explain_write, to_zarr
+from zarr_dask.graph.write import explain_write, to_zarr
 
 __all__ = [
     "ArrayHandle", "WriteLedger", "WritePlan", "append", "explain_write", "from_zarr", "publish_ledger", "to_zarr",

@@ -88,6 +88,7 @@ class Journal:
     run: str  #: the run id
     resumed: bool  #: True when a journal of this run was found (the write is a resumed one)
     done: frozenset[str]  #: names of the writer tasks whose receipts were found (see :func:`task_name`)
+    begun: bool = False  #: its ``begin`` record is written by its caller (an append's: graph/resume_append.py)
 
 
 def read_begin(store: Store, prefix: str) -> dict[str, Any] | None:

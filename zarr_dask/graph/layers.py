@@ -196,13 +196,16 @@ def commit_metadata(
     store_token: Any,
     token: str,
     lease: str | None,
+    journal_end: tuple[Mapping[str, bytes], str] | None,
     *tokens: Any,
 ) -> Any:
     """Write the grown metadata of an append after its data, only if the documents are still what the plan
     saw (or already the new ones: a retried task), so a concurrent change is reported, not overwritten --
     by conditional writes where the store has them; then refresh consolidated metadata (read in the same batch
-    as the check) and release the append's lease (``lease``: its token). Returns the new shape (carrying the
-    changes of a transaction's forks)."""
+    as the check) and release the append's lease (``lease``: its token). ``journal_end``: a resumable append's
+    ``(records proving the commit, receipts prefix)`` (:func:`zarr_dask.graph.resume_append.end_records`): the
+    records are part of the commit recorded in the lease, the receipts are deleted after it. Returns the new
+    shape (carrying the changes of a transaction's forks)."""
     own = task_store(handle.store)
     handle = _rebound(handle, own) if own is not handle.store else handle
     store, path = handle.store, handle.path
@@ -212,7 +215,8 @@ def commit_metadata(
         extra = refresh_keys(path, handle.metadata.zarr_format, own=False) if consolidated is not False else []
         expected = nodes.parse_node(old, path, store)
         held = (path, lease) if lease is not None else None  # fenced: committed only while the lease is this append's
-        written, current = commit_held(store, held, path, expected, handle.metadata, extra_keys=extra)
+        records = journal_end[0] if journal_end is not None else None
+        written, current = commit_held(store, held, path, expected, handle.metadata, extra_keys=extra, records=records)
         try:
             _refresh(handle, written, consolidated, prefetched=current)
         except Exception as exc:
@@ -220,6 +224,8 @@ def commit_metadata(
         finally:  # the shape is committed: the lease goes, whatever became of the consolidated refresh
             if lease is not None:
                 release_lease(store, path, lease, committed=True)
+    if journal_end is not None:  # committed: the receipts are no evidence any more ('complete' is)
+        store.delete_prefix(journal_end[1].rstrip("/"))
     return carry(own, handle.shape, tokens)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zarr_dask.errors import WritePlanError
+from zarr_dask.errors import GroupNotFoundError, WritePlanError
 from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.journal import BEGIN, COMPLETE, JOURNAL_DIR, RECEIPTS
 
@@ -114,7 +114,7 @@ def write_ledger(url: Any, component: str | None = None, storage_options: Mappin
         record = json.loads(bytes(raw))
         done = COMPLETE in names
         tasks = int(record.get("tasks", 0))
-        receipts = sum(1 for n in names if n.startswith(RECEIPTS + "/"))
+        receipts = sum(1 for n in names if n.startswith(RECEIPTS + "/") or f"/{RECEIPTS}/" in n)  # (appends: from-<n>/t/)
         entries.append(LedgerEntry(
             path=p, run=run, region=_region(record.get("region", ())), status="done" if done else "partial",
             tasks=tasks, tasks_done=tasks if done else receipts,
@@ -127,7 +127,7 @@ def publish_ledger(
 ) -> WriteLedger:
     """Finish a fan-out write once every job is done: consolidate the metadata of the group ``url`` /
     ``component`` (once), then delete
-    the journals. Refuses (:class:`~zarr_dask.errors.WritePlanError`) while a write is partial, unless
+    the journals (at an array: delete the journals its resumable appends keep). Refuses (:class:`~zarr_dask.errors.WritePlanError`) while a write is partial, unless
     ``force``. Returns the ledger as it was.
 
     Examples
@@ -155,7 +155,11 @@ def publish_ledger(
             store=store.url,
             path=path,
         )
-    consolidate_metadata(store, path=path)
+    try:
+        consolidate_metadata(store, path=path)
+    except GroupNotFoundError:  # an array (its appends' journals): it holds no consolidated metadata of its own
+        if not ledger.entries:
+            raise
     for p, run in {(e.path, e.run) for e in ledger.entries}:
         store.delete_prefix(f"{p + '/' if p else ''}{JOURNAL_DIR}/{run}")
     return ledger

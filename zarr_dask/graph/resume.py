@@ -27,6 +27,8 @@ def journaled_plan(plan: WritePlan, target: Target, resumed: Journal) -> WritePl
     writes its journal's ``begin`` record first."""
     h = target.handle
     if not resumed.resumed:
+        if resumed.begun:
+            return plan
         journal.begin(h.store, resumed.prefix, resumed.run, plan.region, plan.tasks, plan.keys)
         return plan
     plan = plan.skipping(resumed.done)

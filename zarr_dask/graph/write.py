@@ -1,4 +1,4 @@
-"""Writes from dask: :func:`to_zarr`, :func:`append` and :func:`explain_write`.
+"""Writes from dask: :func:`to_zarr` and :func:`explain_write` (appends: :mod:`zarr_dask.graph.append`).
 
 Each storage key gets exactly one writer task by construction (see :mod:`zarr_dask.graph.plan`), so no lock
 is taken, the dask chunks need not match the Zarr chunks or shards, and a region or append edge is read,
@@ -9,10 +9,8 @@ distributed workers are cheap and a retried task rewrites exactly the same bytes
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import operator
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -20,35 +18,25 @@ import numpy as np
 from dask.array.core import Array as DaskArray
 from dask.base import tokenize
 
-from zarr_dask.core import nodes
-from zarr_dask.core.array import Array
-from zarr_dask.core.commit import check_no_incomplete_append
-from zarr_dask.core.lease import AppendLease, Fence
+from zarr_dask.core.lease import Fence
 from zarr_dask.errors import (
-    ArrayNotFoundError,
-    ContainsArrayError,
-    IndexingError,
     InvalidModeError,
     UnsupportedFeatureError,
 )
 from zarr_dask.graph import gateway
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.guard import claim
-from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options, other_processes
-from zarr_dask.graph.inputs import locate
 from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
 from zarr_dask.graph.progress import run as run_with_progress
 from zarr_dask.graph.progress import write_note
 from zarr_dask.graph.resume import journaled_plan, resumable_target
+from zarr_dask.graph.resume_append import end_records
 from zarr_dask.graph.target import (
-    IO_OPTIONS,
     Target,
-    check_chunks_known,
     create_metadata,
-    grown_metadata,
     metadata_request_count,
     resolve_target,
 )
@@ -56,7 +44,7 @@ from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import conditional
 
-__all__ = ["append", "explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
+__all__ = ["explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
 
 
 def _as_dask(arr: Any) -> DaskArray:
@@ -124,8 +112,9 @@ def _graph(
     if target.action == "append":
         commit = f"{name}-commit"
         docs = (gateway.data(target.old_documents), gateway.data(target.documents))
+        end = gateway.data(end_records(resumed.prefix, h.shape) if resumed is not None else None)
         tasks.update(
-            token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending, lease))
+            token_tree(list(writers), name, commit, commit_metadata, (handle, *docs, consolidated, *pending, lease, end))
         )
     else:
         commit = f"{name}-done"
@@ -402,165 +391,6 @@ def _mode(
     return overwrite or mode == "w", region
 
 
-def _append_target(
-    arr: DaskArray, array: Array, axis: Any, kwargs: Mapping[str, Any], fence: Fence | None = None
-) -> Target:
-    """The target of an append; ``fence``: the lease's, carried into every writer task (see
-    :mod:`zarr_dask.core.lease`)."""
-    stray = sorted(set(kwargs) - IO_OPTIONS)
-    if stray:
-        raise TypeError(f"{stray} describe a new array, but {array!r} exists; drop them")
-    io = {k: bool(v) for k, v in kwargs.items()}
-    shape = array.shape
-    try:
-        axis = operator.index(axis)
-        if not -len(shape) <= axis < len(shape):
-            raise IndexError
-    except (TypeError, IndexError):
-        raise IndexingError(
-            f"axis {axis!r} is out of range for a {len(shape)}-d array", store=array.store.url, path=array.path
-        ) from None
-    axis %= len(shape)
-    if arr.ndim != len(shape) or any(a != b for d, (a, b) in enumerate(zip(arr.shape, shape, strict=True)) if d != axis):
-        raise IndexingError(
-            f"cannot append an array of shape {arr.shape} to one of shape {shape} along axis {axis}: every other "
-            "axis must match",
-            store=array.store.url,
-            path=array.path,
-        )
-    check_chunks_known(arr, array.store, array.path)
-    metadata = grown_metadata(array.metadata, axis, arr.shape[axis], arr.chunks[axis])
-    old = array.store.get_many(list(nodes.documents(array.path, array.metadata)))
-    return Target(
-        handle=ArrayHandle(array.store, array.path, metadata, fence=fence, **io),
-        offsets=tuple(shape[axis] if d == axis else 0 for d in range(len(shape))),
-        action="append",
-        documents=nodes.documents(array.path, metadata),
-        old_documents=old,
-    )
-
-
-def _open_for_append(url: Any, component: str | None, storage_options: Mapping[str, Any] | None) -> Array | None:
-    """The array as stored now (an opened Array is re-read: its metadata may be stale), or None."""
-    if isinstance(url, Array):
-        store, path = url.store, url.path
-    else:
-        store, path = locate(url, component, storage_options)
-    for _ in range(3):
-        try:
-            return Array.open(store, path)
-        except ArrayNotFoundError:
-            node = nodes.read_node(store, path)
-            if node is None:
-                return None
-            if not nodes.is_array(node):
-                raise
-            # an array created between the two reads (a racing first append): open it
-    return Array.open(store, path)
-
-
-def append(
-    arr: Any,
-    url: Any,
-    axis: int = 0,
-    component: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    compute: bool = True,
-    consolidated: bool | None = None,
-    **kwargs: Any,
-) -> Any:
-    """Append a dask array to an existing Zarr array along ``axis`` (creating the array if there is none).
-
-    The data is written first, beyond the stored shape (readers ignore it); the chunk or shard the old data
-    ends in is read, merged and rewritten once by its single owner task. Only after every data task has
-    succeeded does a final task write the new shape, and only if the metadata is still what this append
-    started from (a concurrent change raises :class:`~zarr_dask.errors.WritePlanError` instead); the same
-    task then records the new shape in the consolidated metadata of the enclosing groups, if they have any.
-
-    Parameters
-    ----------
-    arr
-        The dask array; every axis but ``axis`` must match the stored array.
-    url, component, storage_options
-        Where the array is (as for :func:`to_zarr`).
-    axis
-        The axis to grow (negative counts from the end).
-    compute
-        Append now (returns the new shape) or return a Delayed that appends (and computes to the new shape).
-    consolidated
-        As for :func:`to_zarr`: ``None`` refreshes existing consolidated metadata, ``False`` leaves it alone.
-    **kwargs
-        ``write_empty_chunks``; creation options of :func:`to_zarr` when the array does not exist yet.
-
-    Examples
-    --------
-    >>> import dask.array as da, zarr_dask
-    >>> zarr_dask.to_zarr(da.ones((3, 2), chunks=2), "memory://append-doc", chunks=(2, 2))
-    >>> zarr_dask.append(da.zeros((2, 2), chunks=1), "memory://append-doc")
-    (5, 2)
-    >>> zarr_dask.open_array("memory://append-doc")[:, 0]
-    array([1., 1., 1., 0., 0.])
-    """
-    arr = _as_dask(arr)
-    _check_consolidated_flag(consolidated)
-    array = _open_for_append(url, component, storage_options)
-    if array is None:  # create it empty along the axis (exclusively: a racing creator's array is kept), then append
-        array = _create_empty(arr, url, component, storage_options, axis, kwargs)
-        kwargs = {k: v for k, v in kwargs.items() if k in IO_OPTIONS}
-    if conditional(array.store) is None:  # no leases on this store: appends are not arbitrated
-        check_no_incomplete_append(array.store, array.path, array.metadata)  # never rows twice on a re-run
-        target = _append_target(arr, array, axis, kwargs)
-        if is_transactional(array.store):  # Icechunk stores no chunk beyond the shape; its commit hides the new one
-            array.store.set_many(target.documents)
-        result = _run(arr, target, False, False, consolidated, lazy=not compute)  # computes to the new shape
-        return result.compute(**compute_options()) if compute else result
-    lease = AppendLease(array.store, array.path).acquire()  # one append at a time: see zarr_dask.core.lease
-    try:
-        array = Array.open(array.store, array.path)  # the shape as committed by the append before this one
-        check_no_incomplete_append(array.store, array.path, array.metadata)
-        target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
-        result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token)
-        if compute:
-            return result.compute(**compute_options())
-    except BaseException:
-        lease.release()
-        raise
-    finally:
-        if compute:
-            lease.release()
-    lease.release_with(result)  # a lazy append never computed: its lease lapses after the TTL once dropped
-    return result
-
-
-def _create_empty(
-    arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, axis: Any,
-    kwargs: Mapping[str, Any],
-) -> Array:  # fmt: skip
-    """The first append to a missing array: create it with length 0 along ``axis`` (its metadata written only
-    if absent); if another writer created it first, that array is appended to."""
-    try:
-        target = resolve_target(arr, url, component, storage_options, False, None, kwargs)
-        h = target.handle
-        try:
-            ax = operator.index(axis) % max(1, arr.ndim)
-        except TypeError:
-            ax = 0
-        empty = dataclasses.replace(h.metadata, shape=tuple(0 if d == ax else n for d, n in enumerate(h.metadata.shape)))
-        check_in_process(h.store)
-        nodes.write_node(h.store, h.path, empty, known_absent=True)
-        store, path = h.store, h.path
-    except ContainsArrayError:  # created by another writer meanwhile: append to it
-        store, path = locate(url, component, storage_options) if not isinstance(url, Array) else (url.store, url.path)
-    opened = _open_for_append(store, path, None)
-    if opened is None:
-        raise ArrayNotFoundError("the array was removed while this append created it", store=store.url, path=path)
-    return opened
-
-
-def _shape_after(_: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return shape
-
-
 def explain_write(
     arr: Any,
     url: Any,
@@ -592,8 +422,7 @@ def explain_write(
         return make_plan(arr, target).skipping(found.done)
     if append_axis is None:
         return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))
-    array = _open_for_append(url, component, storage_options)
-    if array is None:
-        return make_plan(arr, resolve_target(arr, url, component, storage_options, False, None, kwargs))
-    return make_plan(arr, _append_target(arr, array, append_axis, kwargs))
+    from zarr_dask.graph.appending import explain_append  # (that module builds on this one)
+
+    return explain_append(arr, url, component, storage_options, append_axis, kwargs, resume)
 
