@@ -25,6 +25,7 @@ from tests.graph import _resume_job as job
 from tests.graph._resume_job import Dies
 from tests.graph.test_resume import ROOT, files, identities, settled
 from tests.unconditional_store import UnconditionalStore
+from zarr_dask.cli import main
 from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
 from zarr_dask.graph.journal import JOURNAL_DIR
 from zarr_dask.store import open_store
@@ -195,7 +196,7 @@ def test_append_killed_during_its_commit_is_not_appended_twice(tmp_path: Path) -
     assert stored(url) == _clean(tmp_path, SOURCE * 3 + 1, -SOURCE[:8])
 
 
-def test_landed_lazy_append_is_not_appended_twice(tmp_path: Path) -> None:
+def test_landed_lazy_append_is_not_appended_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A lazy append computed elsewhere landed (its caller never saw the result): the same call again returns
     the shape it committed and appends nothing, as often as it is made, until the journal is published."""
     url = _base(tmp_path / "a.zarr")
@@ -208,7 +209,8 @@ def test_landed_lazy_append_is_not_appended_twice(tmp_path: Path) -> None:
         assert zarr_dask.append(src, str(url), resume=True, compute=False).compute() == END  # (a job run again)
         assert len([b for b in seen if b >= 0]) == 12
         assert zarr_dask.write_ledger(str(url)).regions("done") == [((16, END[0]), (0, 40))]
-        zarr_dask.publish_ledger(str(url))  # deletes the journals: the same call is a new append now
+        assert main(["ledger", str(url), "--publish"]) == 0  # deletes the journals: the same call is a new append now
+        assert "published: an array: no consolidated metadata, 1 journal(s) deleted" in capsys.readouterr().out
         assert zarr_dask.append(src, str(url), resume=True) == (END[0] + 96, 40)
     assert len([b for b in seen if b >= 0]) == 24
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import zarr_dask
 from zarr_dask.cli import node_arguments, storage_options
+from zarr_dask.errors import NodeNotFoundError
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
@@ -30,7 +31,12 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
         status = 1 if missing else 0
     if args.publish:
         zarr_dask.publish_ledger(args.url, args.path or None, options)
-        print(f"published: consolidated metadata written, {len(ledger.entries)} journal(s) deleted")
+        try:  # an array's ledger (its appends' journals) has no consolidated metadata to write
+            zarr_dask.open_array(args.url, path=args.path or "", storage_options=options)
+            what = "an array: no consolidated metadata"
+        except NodeNotFoundError:
+            what = "consolidated metadata written"
+        print(f"published: {what}, {len(ledger.entries)} journal(s) deleted")
     return status
 
 
