@@ -110,6 +110,9 @@ def test_datatree_killed_then_resumed(tmp_path: Path) -> None:
     with dask.config.set(scheduler="sync"), pytest.raises(Dies):
         zarr_dask.to_zarr_datatree(job.tree("tree", make), str(url), encoding=TREE_ENCODING, resume=True)
     assert len(list((url / JOURNAL_DIR).iterdir())) == 1  # the tree's journal, at its root
+    ledger = zarr_dask.write_ledger(str(url))  # the dead tree write: partial at its root group
+    assert [(e.path, e.region, e.tasks) for e in ledger.entries if e.path == ""] == [("", (), 3)]
+    assert not ledger.complete
     done_a, done_b = receipts(url / "a" / "v"), receipts(url / "a" / "b" / "u")
     assert done_a or done_b
     n_a, n_b = len(_seen("tree")), len(_seen("tree-b"))
