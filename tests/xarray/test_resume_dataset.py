@@ -153,6 +153,28 @@ def test_lazy_append_mode_resumes_and_keeps_other_variables(tmp_path: Path) -> N
     assert files(url) == files(clean)
 
 
+@pytest.mark.parametrize("mode", ["w", "w-", "a"])
+def test_v2_subgroup_resumes_and_keeps_its_neighbours(tmp_path: Path, mode: str) -> None:
+    """Zarr v2, consolidated, the dataset in a nested group beside another one (kept); the nested group's
+    parent created by the first run (mode "w-", "a") is not in the way of the resumed run."""
+    url, clean = tmp_path / "a.zarr", tmp_path / "clean.zarr"
+    for u in (url, clean):
+        zarr_dask.to_zarr_dataset(xr.Dataset({"n": ("z", np.arange(3))}), str(u), group="other", zarr_format=2)
+    key = f"v2{mode}"
+    v = _flaky(key, 4)
+    with dask.config.set(scheduler="sync"), pytest.raises(Dies):
+        zarr_dask.to_zarr_dataset(job.dataset("", v), str(url), group="g/h", mode=mode, encoding=ENCODING, resume=True)
+    finished, n = receipts(url / "g" / "h" / "v"), len(_seen(key))
+    assert finished
+    with dask.config.set(scheduler="sync"):
+        zarr_dask.to_zarr_dataset(job.dataset("", v), str(url), group="g/h", mode=mode, encoding=ENCODING, resume=True)
+    assert sorted(_seen(key)[n:]) == sorted(set(range(12)) - finished)
+    zarr_dask.to_zarr_dataset(job.dataset("", _flaky(key + "c", 0)), str(clean), group="g/h", mode=mode, encoding=ENCODING)
+    _no_journal(url)
+    assert files(url) == files(clean)
+    assert ".zmetadata" in files(url) and "g/h/v/.zarray" in files(url)
+
+
 def test_changed_meanwhile_starts_over(tmp_path: Path) -> None:
     """Someone changed the hierarchy between the two runs: mode="w" starts over (everything computed and
     written again, nothing of the first run kept), mode="w-" refuses (the group is no longer this write's)."""
