@@ -13,6 +13,10 @@ Rows (medians of ``ZD_BENCH_REPEAT`` rounds, default 3, round-robin after a warm
 
 Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
+``ZD_BENCH_KIND=dataset``: the same array as the variable ``v`` of a dataset written whole with
+``zarr_dask.to_zarr_dataset(..., mode="w")`` (the dataset journal and a resumed ``mode="w"`` that keeps the
+group its first run prepared).
+
     python benchmarks/bench_resume.py
     ZD_BENCH_GIB=0.25 ZD_BENCH_REPEAT=2 python benchmarks/bench_resume.py   # a quick run
 """
@@ -38,6 +42,7 @@ from _common import scratch  # noqa: E402
 import zarr_dask  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
+KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset"
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "3"))
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
 #: while set, blocks fail once this many were produced (a job killed half way); None: nothing fails
@@ -72,7 +77,22 @@ def source(gib: float) -> Any:
 
 
 def write(url: str, x: Any, resume: bool) -> None:
+    if KIND == "dataset":
+        import xarray as xr
+
+        ds = xr.Dataset({"v": (("t", "x"), x)}, attrs={"bench": "resume"})
+        encoding = {"v": {"chunks": (ROWS_PER_CHUNK, COLS)}}
+        zarr_dask.to_zarr_dataset(ds, url, mode="w", encoding=encoding, resume=resume)
+        return
     zarr_dask.to_zarr(x, url, chunks=(ROWS_PER_CHUNK, COLS), mode="w", resume=resume)
+
+
+def skipped_fraction(url: str, x: Any) -> float:
+    """The fraction of writer tasks a resumed run of the killed write skips."""
+    if KIND == "dataset":  # the variable's journal: one receipt per finished writer task
+        return len(list(Path(url).glob("v/.zd-resume/*/t/*"))) / x.numblocks[0]
+    plan = zarr_dask.explain_write(x, url, chunks=(ROWS_PER_CHUNK, COLS), overwrite=True, resume=True)
+    return plan.skipped_tasks / plan.tasks
 
 
 def kill_half_way(url: str, x: Any) -> None:
@@ -101,17 +121,17 @@ def measure(gib: float, repeat: int, root: Path) -> dict[str, list[float]]:
                 shutil.rmtree(url, ignore_errors=True)
                 if row == "resumed":
                     kill_half_way(url, x)
-                    plan = zarr_dask.explain_write(x, url, chunks=(ROWS_PER_CHUNK, COLS), overwrite=True, resume=True)
-                    skipped.append(plan.skipped_tasks / plan.tasks)
+                    skipped.append(skipped_fraction(url, x))
                 t0 = time.perf_counter()
                 write(url, x, row != "plain")
                 if r:
                     times[row].append(time.perf_counter() - t0)
+                array = url + "/v" if KIND == "dataset" else url
                 if r == 0 and row == "plain":
-                    expected = zarr_dask.open_array(url)[:: ROWS_PER_CHUNK // 2]
+                    expected = zarr_dask.open_array(array)[:: ROWS_PER_CHUNK // 2]
                 elif r == 0:
-                    np.testing.assert_array_equal(zarr_dask.open_array(url)[:: ROWS_PER_CHUNK // 2], expected)
-                    assert not list(Path(url).glob(".zd-resume/*")), "journal left behind"
+                    np.testing.assert_array_equal(zarr_dask.open_array(array)[:: ROWS_PER_CHUNK // 2], expected)
+                    assert not list(Path(url).glob("**/.zd-resume/*")), "journal left behind"
     shutil.rmtree(url, ignore_errors=True)
     times["skipped"] = skipped
     return times
@@ -121,7 +141,7 @@ def main() -> None:
     times = measure(GIB, REPEAT, scratch("resume"))
     skipped = times.pop("skipped")
     plain = statistics.median(times["plain"])
-    print(f"{GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
+    print(f"{KIND}: {GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
     print(f"{'row':<10}{'median s':>10}{'x plain':>10}   target")
     targets = {"plain": "", "tracked": "<= 1.05", "resumed": "<= 0.55"}
     for row, ts in times.items():
