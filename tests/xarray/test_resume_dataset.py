@@ -104,12 +104,16 @@ def test_dataset_overwrite_killed_then_resumed(tmp_path: Path, seed: int) -> Non
     assert files(url) == files(_clean_dataset(tmp_path))
 
 
-def test_datatree_killed_then_resumed(tmp_path: Path) -> None:
-    """A tree (mode "w-", the default: its first run created it) killed and resumed, one journal for the tree."""
+@pytest.mark.parametrize("seed", [1])
+def test_datatree_killed_then_resumed(tmp_path: Path, seed: int) -> None:
+    """A tree (mode "w-", the default: its first run created it) killed by a task of one of its nodes raising
+    on its N-th call, and resumed; one journal for the tree."""
     url = tmp_path / "t.zarr"
+    rng = random.Random(seed)
+    dies, fail_at = rng.choice(["tree", "tree-b"]), rng.randint(3, 12)
 
     def make(key: str) -> da.Array:
-        return _flaky(key, 9 if key == "tree" else 0)
+        return _flaky(key, fail_at if key == dies else 0)
 
     with dask.config.set(scheduler="sync"), pytest.raises(Dies):
         zarr_dask.to_zarr_datatree(job.tree("tree", make), str(url), encoding=TREE_ENCODING, resume=True)
@@ -308,3 +312,9 @@ def test_client_process_killed_at_random_points(tmp_path: Path, kind: str, seed:
 @pytest.mark.parametrize("seed", range(4, 12))
 def test_dataset_killed_at_random_points(tmp_path: Path, seed: int) -> None:
     test_dataset_overwrite_killed_then_resumed(tmp_path, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2, 10))
+def test_datatree_killed_at_random_points(tmp_path: Path, seed: int) -> None:
+    test_datatree_killed_then_resumed(tmp_path, seed)
