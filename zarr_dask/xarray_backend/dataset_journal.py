@@ -19,7 +19,8 @@ record lists as created taken out of the store's state), and resumes only if tha
 token, no foreign node appeared in a replaced group, and the stored documents are still the ones the plan
 writes (one batched read). A resumed run skips the deletion and the metadata (all stored already) and writes
 each dask variable with :func:`~zarr_dask.to_zarr`'s ``resume``, whose own journal (under each array) skips
-the writer tasks that finished; variables held in memory are small and written again. Anything else starts
+the writer tasks that finished (a variable whose array journal holds ``complete`` is not written at all);
+variables held in memory are small and written again. Anything else starts
 over: ``mode="w"`` deletes and writes everything, ``"w-"`` then fails (the group exists and is not this
 write's to resume), ``"a"`` writes every variable again.
 
@@ -30,8 +31,9 @@ resumed must not pass for this run's).
 
 Costs: a new run: one GET (``begin`` absent) and one PUT (``begin``), plus one listing per written dask
 variable outside ``mode="w"`` (stale array journals); a resumed run: one GET, the state walk every write makes,
-one batched GET of the documents. Clean-up: the final task of the write deletes the array journals and then
-``begin`` (one listing and batched delete each). See docs/design/resume.md.
+one batched GET of the documents, one listing per dask variable (finished ones). Clean-up: the final task of
+the write deletes the array journals and then ``begin`` (one listing and batched delete each). See
+docs/design/resume.md.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from zarr_dask.store import Store
 from zarr_dask.store.transactions import is_transactional
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState
 
-__all__ = ["DatasetJournal", "cleanup_prefixes", "prepare", "run_id", "start"]
+__all__ = ["DatasetJournal", "cleanup_prefixes", "finished_variables", "prepare", "run_id", "start"]
 
 _log = logging.getLogger("zarr_dask.xarray")
 
@@ -230,6 +232,20 @@ def start(store: Store, found: DatasetJournal, plans: list[GroupPlan]) -> None:
                 if _is_dask(w.data):
                     store.delete_prefix(_array_journals(w.path))
     store.set(found.prefix + journal.BEGIN, json.dumps({**found.record, "started": time.time()}, sort_keys=True).encode())
+
+
+def finished_variables(store: Store, found: DatasetJournal, plans: list[GroupPlan]) -> set[str]:
+    """The dask variables a resumed run need not write at all: their array journal holds a ``complete`` record
+    (their write finished before the first run died; its receipts were replaced by that record). One listing
+    per dask variable; any array journal there is this run's (a fresh run deleted the others first)."""
+    if not found.resumed:
+        return set()
+    done = set()
+    for w in (w for p in plans for w in p.writes if _is_dask(w.data)):
+        top = _array_journals(w.path) + "/"
+        if any(k.startswith(top) and k.endswith("/" + journal.COMPLETE) for k in store.list_prefix(top.rstrip("/"))):
+            done.add(w.path)
+    return done
 
 
 def cleanup_prefixes(found: DatasetJournal, plans: list[GroupPlan]) -> tuple[str, ...]:

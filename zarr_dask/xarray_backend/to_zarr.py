@@ -352,7 +352,8 @@ def execute(
         metadata_keys=tuple([*upfront, *deferred]) if not resumed else tuple(deferred),
         memory_store=store if keep_store and isinstance(store, MemoryStore) else None,
     )
-    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    finished = dataset_journal.finished_variables(store, journal, plans) if journal is not None else set()
+    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0 and w.path not in finished]
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
         from dask.base import compute as dask_compute
 
