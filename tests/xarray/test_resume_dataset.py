@@ -193,6 +193,25 @@ def test_v2_subgroup_resumes_and_keeps_its_neighbours(tmp_path: Path, mode: str)
     assert ".zmetadata" in files(url) and "g/h/v/.zarray" in files(url)
 
 
+def test_r_plus_into_a_template_resumes(tmp_path: Path) -> None:
+    """mode="r+" (every variable exists: a template written with compute=False) killed and resumed."""
+    url, clean = tmp_path / "a.zarr", tmp_path / "clean.zarr"
+    template = job.dataset("", da.zeros(SHAPE, chunks=CHUNKS))
+    for u in (url, clean):
+        zarr_dask.to_zarr_dataset(template, str(u), encoding=ENCODING, compute=False)
+    v = _flaky("r+", 5)
+    with dask.config.set(scheduler="sync"), pytest.raises(Dies):
+        zarr_dask.to_zarr_dataset(job.dataset("", v), str(url), mode="r+", resume=True)
+    finished, n = _finished(url / "v"), len(_seen("r+"))
+    assert finished
+    with dask.config.set(scheduler="sync"):
+        zarr_dask.to_zarr_dataset(job.dataset("", v), str(url), mode="r+", resume=True)
+    assert sorted(_seen("r+")[n:]) == sorted(set(range(12)) - finished)
+    zarr_dask.to_zarr_dataset(job.dataset("", _flaky("r+c", 0)), str(clean), mode="r+")
+    _no_journal(url)
+    assert files(url) == files(clean)
+
+
 def test_changed_meanwhile_starts_over(tmp_path: Path) -> None:
     """Someone changed the hierarchy between the two runs: mode="w" starts over (everything computed and
     written again, nothing of the first run kept), mode="w-" refuses (the group is no longer this write's)."""
