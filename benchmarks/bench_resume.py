@@ -13,12 +13,17 @@ Rows (medians of ``ZD_BENCH_REPEAT`` rounds, default 3, round-robin after a warm
 
 Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
+``ZD_BENCH_KIND=dataset``: the same array as the variable ``v`` of a dataset written whole with
+``zarr_dask.to_zarr_dataset(..., mode="w")`` (the dataset journal and a resumed ``mode="w"`` that keeps the
+group its first run prepared).
+
 Targets (``ZD_BENCH_TARGET``, comma-separated, default ``local``): ``local``, a directory; ``s3``, a moto S3 server
 in its own process adding ``ZD_BENCH_LATENCY`` seconds (default 0.02) to every request (bench_remote.py's), each
 round starting from an empty bucket.
 
     python benchmarks/bench_resume.py
     ZD_BENCH_TARGET=local,s3 python benchmarks/bench_resume.py               # local files and moto S3
+    ZD_BENCH_KIND=dataset python benchmarks/bench_resume.py                  # a dataset written whole
     ZD_BENCH_GIB=0.25 ZD_BENCH_REPEAT=2 python benchmarks/bench_resume.py   # a quick run
 """
 
@@ -44,6 +49,7 @@ import zarr_dask  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "3"))
+KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset"
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
 #: while set, blocks fail once this many were produced (a job killed half way); None: nothing fails
 DIE_AFTER: list[int | None] = [None]
@@ -83,8 +89,10 @@ class Target:
     def __init__(self, url: str, options: dict[str, Any] | None, reset: Any) -> None:
         self.url, self.options, self.reset = url, options, reset
 
-    def journal(self) -> list[str]:
-        return zarr_dask.open_store(self.url, storage_options=self.options).list_prefix(".zd-resume")
+    def journal(self, under: str = "") -> list[str]:
+        """The keys of resume journals under ``under`` (a node path with ``/``), or anywhere in the target."""
+        keys = zarr_dask.open_store(self.url, storage_options=self.options).list_prefix(under.rstrip("/"))
+        return [k for k in keys if f"/{k}".startswith(f"/{under}") and ".zd-resume/" in f"/{k}"]
 
 
 def local_target(root: Path) -> Target:
@@ -110,8 +118,25 @@ def s3_target(endpoint: str, bucket: str = "zd-resume") -> Target:
 
 
 def write(target: Target, x: Any, resume: bool) -> None:
+    if KIND == "dataset":
+        import xarray as xr
+
+        ds = xr.Dataset({"v": (("t", "x"), x)}, attrs={"bench": "resume"})
+        encoding = {"v": {"chunks": (ROWS_PER_CHUNK, COLS)}}
+        zarr_dask.to_zarr_dataset(ds, target.url, storage_options=target.options, mode="w", encoding=encoding,
+                                  resume=resume)  # fmt: skip
+        return
     zarr_dask.to_zarr(x, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS), mode="w",
                       resume=resume)  # fmt: skip
+
+
+def skipped_fraction(target: Target, x: Any) -> float:
+    """The fraction of writer tasks a resumed run of the killed write skips."""
+    if KIND == "dataset":  # the variable's journal: one receipt per finished writer task
+        return len([k for k in target.journal("v/") if "/t/" in k]) / x.numblocks[0]
+    plan = zarr_dask.explain_write(x, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS),
+                                   overwrite=True, resume=True)  # fmt: skip
+    return plan.skipped_tasks / plan.tasks
 
 
 def kill_half_way(target: Target, x: Any) -> None:
@@ -140,17 +165,16 @@ def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
                 target.reset()
                 if row == "resumed":
                     kill_half_way(target, x)
-                    plan = zarr_dask.explain_write(x, url, storage_options=options, chunks=(ROWS_PER_CHUNK, COLS),
-                                                   overwrite=True, resume=True)  # fmt: skip
-                    skipped.append(plan.skipped_tasks / plan.tasks)
+                    skipped.append(skipped_fraction(target, x))
                 t0 = time.perf_counter()
                 write(target, x, row != "plain")
                 if r:
                     times[row].append(time.perf_counter() - t0)
+                array = f"{url}/v" if KIND == "dataset" else url
                 if r == 0 and row == "plain":
-                    expected = zarr_dask.open_array(url, storage_options=options)[:: ROWS_PER_CHUNK // 2]
+                    expected = zarr_dask.open_array(array, storage_options=options)[:: ROWS_PER_CHUNK // 2]
                 elif r == 0:
-                    got = zarr_dask.open_array(url, storage_options=options)[:: ROWS_PER_CHUNK // 2]
+                    got = zarr_dask.open_array(array, storage_options=options)[:: ROWS_PER_CHUNK // 2]
                     np.testing.assert_array_equal(got, expected)
                     assert not target.journal(), "journal left behind"
     target.reset()
@@ -161,7 +185,7 @@ def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
 def report(name: str, times: dict[str, list[float]]) -> None:
     skipped = times.pop("skipped")
     plain = statistics.median(times["plain"])
-    print(f"{name}: {GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
+    print(f"{name}, {KIND}: {GIB:g} GiB float32, 16 MiB chunks, threads x2, medians of {REPEAT}")
     print(f"{'row':<10}{'median s':>10}{'x plain':>10}   target")
     targets = {"plain": "", "tracked": "<= 1.05", "resumed": "<= 0.55"}
     for row, ts in times.items():

@@ -19,8 +19,12 @@ def _target(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     return bench_resume.s3_target(request.getfixturevalue("s3_server"), f"bench-resume-{tmp_path.name}".lower().replace("_", "-")[:60])
 
 
+@pytest.mark.parametrize("what", ["array", "dataset"])
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
-def test_rows_run_and_the_resumed_run_skips(tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+def test_rows_run_and_the_resumed_run_skips(
+    tmp_path: Path, kind: str, what: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_resume, "KIND", what)
     times = bench_resume.measure(0.0625, 1, _target(kind, tmp_path, request))  # 4 blocks of 16 MiB
     assert all(len(times[row]) == 1 and times[row][0] > 0 for row in ("plain", "tracked", "resumed"))
     (skipped,) = times["skipped"][1:]  # the warm-up round's, then the timed round's

@@ -61,6 +61,33 @@ def source(counter: str, shape: tuple[int, ...] = SHAPE, chunks: tuple[int, ...]
     return base.map_blocks(expensive, counter, dtype="f8")
 
 
+def dataset(counter: str, values: Any = None) -> Any:
+    """A dataset to write whole: ``v`` is :func:`source` (12 blocks, one storage key each, see
+    :data:`ENCODING`), ``t`` an index coordinate in memory, ``w`` a small dask variable; attributes."""
+    import xarray as xr
+
+    v = source(counter) if values is None else values
+    w = da.from_array(np.linspace(0.0, 1.0, SHAPE[0]), chunks=32)
+    return xr.Dataset(
+        {"v": (("t", "x"), v, {"units": "K"}), "w": ("t", w)}, coords={"t": np.arange(SHAPE[0])}, attrs={"title": "job"}
+    )
+
+
+def tree(counter: str, make: Any = source) -> Any:
+    """A tree to write whole: ``/`` (attributes), ``/a`` (:func:`dataset` of ``make(counter)``) and ``/a/b``
+    (``u``: ``make(counter + "-b")``)."""
+    import xarray as xr
+
+    b = xr.Dataset({"u": (("y", "x"), make(counter + "-b"))})
+    nodes = {"/": xr.Dataset(attrs={"kind": "tree"}), "/a": dataset(counter, make(counter)), "/a/b": b}
+    return xr.DataTree.from_dict(nodes)
+
+
+#: the encoding of :func:`dataset` (and, per node, of :func:`tree`): one storage key per block of ``v``
+ENCODING = {"v": {"chunks": CHUNKS}, "w": {"chunks": (32,)}}
+TREE_ENCODING = {"/a": ENCODING, "/a/b": {"u": {"chunks": CHUNKS}}}
+
+
 def calls(counter: str) -> list[int]:
     """The block indices computed so far (one per call; not dask's call on an empty block for the meta)."""
     p = Path(counter)
@@ -82,7 +109,7 @@ def die_at_commit() -> None:
     commit.commit_metadata = dying  # type: ignore[assignment]
 
 
-if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [append]: a client process the test kills
+if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [array|append|dataset|tree]: a client the test kills
     import dask
 
     import zarr_dask
@@ -95,8 +122,15 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [app
     if os.environ.get("ZD_DIE_AT_COMMIT") == "1":
         die_at_commit()
 
+    kind = sys.argv[3] if len(sys.argv) > 3 else "array"
     with dask.config.set(scheduler="threads", num_workers=2):
-        if sys.argv[3:] == ["append"]:
+        if kind == "append":
             zarr_dask.append(_resume_job.source(sys.argv[2]), sys.argv[1], resume=True)
+        elif kind == "dataset":  # mode="w": over an older dataset
+            zarr_dask.to_zarr_dataset(_resume_job.dataset(sys.argv[2]), sys.argv[1], mode="w", encoding=ENCODING,
+                                      resume=True)  # fmt: skip
+        elif kind == "tree":
+            zarr_dask.to_zarr_datatree(_resume_job.tree(sys.argv[2]), sys.argv[1], mode="w", encoding=TREE_ENCODING,
+                                       resume=True)  # fmt: skip
         else:
             zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)

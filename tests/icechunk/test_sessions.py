@@ -265,3 +265,14 @@ def test_cluster_return_stored_is_refused_not_lost(cluster, tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="return_stored"):
         zarr_dask.to_zarr(da.ones(10, chunks=3), session, component="a", return_stored=True)
     assert not session.has_uncommitted_changes  # refused before anything was written
+
+
+def test_resumable_dataset_and_tree_writes_are_refused(tmp_path):
+    """resume=True journals into the store, but an uncommitted session dies with its process: refused before
+    anything is written, for whole-dataset and datatree writes as for arrays."""
+    session = _repo("memory", tmp_path).writable_session("main")
+    with pytest.raises(UnsupportedFeatureError, match="Icechunk session"):
+        zarr_dask.to_zarr_dataset(_dataset(), session, mode="w", resume=True)
+    with pytest.raises(UnsupportedFeatureError, match="Icechunk session"):
+        zarr_dask.to_zarr_datatree(xr.DataTree(_dataset()), session.store, mode="w", resume=True)
+    assert not session.has_uncommitted_changes  # refused before anything was written

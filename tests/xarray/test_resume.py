@@ -14,7 +14,6 @@ import xarray as xr
 import zarr_dask
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import Dies
-from zarr_dask.errors import UnsupportedFeatureError
 
 
 def _part(start: int, key: str) -> xr.Dataset:
@@ -45,9 +44,3 @@ def test_dataset_region_jobs_resume_and_publish(tmp_path: Path) -> None:
     want = np.concatenate([np.arange(24 * 5).reshape(24, 5) + s for s in (0, 24)]) * 3 + 1
     np.testing.assert_array_equal(got, want)
     assert zarr_dask.write_ledger(url).entries == ()
-
-
-def test_whole_dataset_resume_is_refused(tmp_path: Path) -> None:
-    ds = xr.Dataset({"v": ("t", da.zeros(4, chunks=2))})
-    with pytest.raises(UnsupportedFeatureError, match="region= writes"):
-        zarr_dask.to_zarr_dataset(ds, str(tmp_path / "x.zarr"), resume=True)

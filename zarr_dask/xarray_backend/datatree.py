@@ -7,13 +7,18 @@ of metadata documents (not one round trip per node) and consolidated once at the
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
-from zarr_dask.xarray_backend.to_zarr import DatasetWriteResult, execute_in_turn, new_memory_store
+from zarr_dask.xarray_backend.to_zarr import (
+    DatasetWriteResult,
+    check_resume,
+    execute_in_turn,
+    new_memory_store,
+)
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, WriteOptions, plan_group
 
 if TYPE_CHECKING:
@@ -82,6 +87,7 @@ def to_zarr_datatree(
     write_empty_chunks: bool | None = None,
     safe_chunks: bool = True,
     align_chunks: bool = False,
+    resume: bool | str = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a DataTree: every node becomes a group (``DataTree.to_zarr`` semantics, see
     :func:`~zarr_dask.to_zarr_dataset` for the shared arguments).
@@ -105,6 +111,9 @@ def to_zarr_datatree(
         written as with ``mode="a"``.
     region
         A region applied to every node that has its dimensions (xarray: not implemented).
+    resume
+        As :func:`to_zarr_dataset`: the whole tree's write resumes (one journal for the tree, under its root
+        group), or with ``region=`` each node's region writes.
 
     Returns
     -------
@@ -120,6 +129,7 @@ def to_zarr_datatree(
     array([0, 1, 2])
     """
     del safe_chunks, align_chunks
+    check_resume(resume, append_dim)
     mode_ = validation.choose_mode(mode, append_dim, region)
     encoding = dict(encoding or {})
     if set(encoding) - set(dt.groups):
@@ -130,13 +140,18 @@ def to_zarr_datatree(
     s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     root = normalize_path(group or "")
 
-    def plan() -> tuple[StoreState, list[GroupPlan]]:
-        state = StoreState.load(s, empty=mode_ == "w" and not root)
+    def plan(adjust: Callable[[StoreState], StoreState] = lambda state: state) -> tuple[StoreState, list[GroupPlan]]:
+        state = adjust(StoreState.load(s, empty=mode_ == "w" and not root))
         plans = _plans(dt, state, root, opts, encoding, write_inherited_coords)
         if not plans:
             raise ValueError(f"nothing to write: no node of the tree has variables along the region's dimensions {region!r}")
         return state, plans
 
+    identity = None
+    if resume and region is None:  # the run id's part from the data: every node's own variables
+        nodes = [(node.path, node.to_dataset(inherit=False)) for node in dt.subtree]
+        identity = (nodes, mode_, zarr_format, write_empty_chunks, consolidated, write_inherited_coords)
     return execute_in_turn(
-        s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None
-    )
+        s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
+        resume=resume, identity=identity,
+    )  # fmt: skip

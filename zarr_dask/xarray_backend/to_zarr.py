@@ -47,7 +47,8 @@ from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import MemoryStore, Store
 from zarr_dask.store.transactions import carry, is_transactional, task_store
 from zarr_dask.store.versioned import conditional
-from zarr_dask.xarray_backend import validation
+from zarr_dask.xarray_backend import dataset_journal, validation
+from zarr_dask.xarray_backend.dataset_journal import DatasetJournal
 from zarr_dask.xarray_backend.monotonic import warn_if_unordered
 from zarr_dask.xarray_backend.reading import as_store
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, VarWrite, WriteOptions, plan_group
@@ -151,6 +152,32 @@ def _should_consolidate(state: StoreState, plans: list[GroupPlan], consolidated:
     return True
 
 
+def metadata_documents(
+    state: StoreState, plans: list[GroupPlan], consolidated: bool | None
+) -> tuple[dict[str, bytes], dict[str, bytes], dict[str, tuple[Any, Any]]]:
+    """The documents planned group writes write: (before the data, after it, ``{path: (old, new)}`` of the
+    arrays an append grows)."""
+    root, found = _final_nodes(state, plans)
+    upfront = _upfront_documents(state, plans, root, found)
+    deferred: dict[str, bytes] = {}
+    expected: dict[str, tuple[Any, Any]] = {}
+    for plan in plans:
+        for w in plan.writes:
+            if w.action == "append":
+                deferred.update(nodes.documents(w.path, w.metadata))
+                expected[w.path] = (w.old_metadata, w.metadata)
+    if _should_consolidate(state, plans, consolidated):
+        cons = _consolidated_documents(root, found, plans[0].zarr_format)
+        if deferred:
+            deferred.update(cons)
+            upfront = {k: v for k, v in upfront.items() if k not in cons}
+        else:
+            upfront.update(cons)
+    if is_transactional(state.store):  # Icechunk stores no chunk beyond an array's shape; its commit hides the new one
+        upfront.update(deferred)
+    return upfront, deferred, expected
+
+
 def _write_upfront(store: Store, plans: list[GroupPlan], upfront: dict[str, bytes]) -> None:
     """Write the documents that do not depend on the data. Nodes this write creates are created only if absent
     (:func:`~zarr_dask.core.nodes.create_documents`), first: the group of a ``mode="w-"`` write, then every new
@@ -243,6 +270,7 @@ def _commit(
     expected: dict[str, tuple[Any, Any]],
     result: DatasetWriteResult,
     lease: tuple[str, str] | None = None,
+    cleanup: tuple[str, ...] = (),
 ) -> DatasetWriteResult:
     """After the data: commit the grown arrays' metadata by compare-and-swap (each only if it is still what the
     plan saw; attribute changes made meanwhile are kept), write the remaining documents (consolidated
@@ -252,7 +280,7 @@ def _commit(
     Under a lease the whole commit is first recorded in it (:func:`~zarr_dask.core.commit.mark_commit`, fenced):
     if this process stalls or dies between two of its writes, whoever takes the lease over completes it. The
     consolidated metadata, written last, is the commit point readers with default options see: every variable
-    grown, or none."""
+    grown, or none. ``cleanup``: the key prefixes of a resumable write's journals, deleted last."""
     store = task_store(store)
     rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
     if lease is None:  # a store without leases: each array only if it is still what the plan saw
@@ -267,6 +295,8 @@ def _commit(
                 raise
             errors = [incomplete_append(store, path, old, new, exc) for path, old, new in done]  # (leaves records)
             raise errors[0] from exc
+        for prefix in cleanup:  # a finished resumable write: its journals go (the dataset's own last)
+            store.delete_prefix(prefix)
         return carry(store, result, _tokens)  # type: ignore[no-any-return]
     intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
     mark_commit(store, *lease, intent)
@@ -294,48 +324,36 @@ def execute(
     lease: AppendLease | None = None,
     keep_store: bool = False,
     resume: bool | str = False,
+    journal: DatasetJournal | None = None,
 ) -> DatasetWriteResult | Delayed:
     """Carry out planned group writes (see the module docstring for the order); ``keep_store``: the result
-    holds the (in-memory) store, for ``store=None``; ``resume``: journal the region writes of dask variables
-    (see :func:`zarr_dask.to_zarr`)."""
+    holds the (in-memory) store, for ``store=None``; ``resume``: journal the writes of dask variables (see
+    :func:`zarr_dask.to_zarr`); ``journal``: a resumable whole-dataset write's (resumed: its hierarchy is kept
+    as its first run prepared it; see :mod:`~zarr_dask.xarray_backend.dataset_journal`)."""
     from dask.delayed import delayed
 
     store = state.store
-    root, found = _final_nodes(state, plans)
-    fmt = plans[0].zarr_format
-    upfront = _upfront_documents(state, plans, root, found)
-    deferred: dict[str, bytes] = {}
-    expected: dict[str, Any] = {}
-    for plan in plans:
-        for w in plan.writes:
-            if w.action == "append":
-                deferred.update(nodes.documents(w.path, w.metadata))
-                expected[w.path] = (w.old_metadata, w.metadata)
+    upfront, deferred, expected = metadata_documents(state, plans, consolidated)
     if expected:  # an earlier append whose listing failed: refuse, so that a re-run never stores rows twice
         check_no_incomplete_appends(store, {path: old for path, (old, _) in expected.items()})
-    if _should_consolidate(state, plans, consolidated):
-        cons = _consolidated_documents(root, found, fmt)
-        if deferred:
-            deferred.update(cons)
-            upfront = {k: v for k, v in upfront.items() if k not in cons}
-        else:
-            upfront.update(cons)
-    if is_transactional(store):  # Icechunk stores no chunk beyond an array's shape; its commit hides the new one
-        upfront.update(deferred)
     warn_if_unordered(store, [w for p in plans for w in p.writes])
+    resumed = journal is not None and journal.resumed  # its first run prepared the hierarchy: kept as it is
     for plan in plans:
-        if plan.replace:
+        if plan.replace and not resumed:
             store.delete_prefix(key_prefix(plan.path))
-    if upfront:
+    if upfront and not resumed:
         _write_upfront(store, plans, upfront)
+    if journal is not None:
+        dataset_journal.start(store, journal, plans)
     result = DatasetWriteResult(
         store=store.url,
         groups=tuple(p.path for p in plans),
         variables={w.path: w.action for p in plans for w in p.writes},
-        metadata_keys=tuple([*upfront, *deferred]),
+        metadata_keys=tuple([*upfront, *deferred]) if not resumed else tuple(deferred),
         memory_store=store if keep_store and isinstance(store, MemoryStore) else None,
     )
-    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0]
+    finished = dataset_journal.finished_variables(store, journal, plans) if journal is not None else set()
+    todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0 and w.path not in finished]
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
         from dask.base import compute as dask_compute
 
@@ -343,7 +361,10 @@ def execute(
         dask_compute(*in_memory, **compute_options())  # type: ignore[no-untyped-call]
         todo = [w for w in todo if _is_dask(w.data)]
     writes = [_data_write(w, store, lease, resume) for w in todo]
-    final = delayed(_commit, pure=False)(writes, store, deferred, expected, result, lease and (lease.path, lease.token))
+    cleanup = dataset_journal.cleanup_prefixes(journal, plans) if journal is not None else ()
+    final = delayed(_commit, pure=False)(
+        writes, store, deferred, expected, result, lease and (lease.path, lease.token), cleanup
+    )
     if not compute:
         if lease is not None:
             lease.release_with(final)
@@ -432,9 +453,13 @@ def to_zarr_dataset(
     write_empty_chunks
         Store chunks that are all fill value (default: no, as zarr-python).
     resume
-        With ``region=``: journal each dask variable's region write and, run again after a failure, skip what
-        it finished (:func:`~zarr_dask.to_zarr`'s ``resume``; fan-out jobs: :func:`~zarr_dask.write_ledger`).
-        A string names the run (its part of the run id, per variable). Other modes do not resume yet.
+        ``True`` (or a run name, for graphs with random dask names): make the write resumable and, run again
+        with the same arguments after a failure, resume it. A whole-dataset write (``mode="w"``, ``"w-"``,
+        ``"a"``, ``"r+"``) keeps the hierarchy its first run prepared (``mode="w"`` does not delete it again)
+        and skips each dask variable's finished writer tasks (neither recomputed nor rewritten); variables in
+        memory are written again; if the group changed meanwhile it starts over. With ``region=``: each dask
+        variable's region write is journaled (fan-out jobs: :func:`~zarr_dask.write_ledger`). Not with
+        ``append_dim``. See docs/safe-writes.md, "When a write dies".
     safe_chunks, align_chunks
         Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
         dask chunks never need to match Zarr chunks and no rechunk is needed.
@@ -455,12 +480,7 @@ def to_zarr_dataset(
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0]
     """
     del safe_chunks, align_chunks
-    if resume and region is None:
-        raise UnsupportedFeatureError(
-            "resume= on to_zarr_dataset resumes region= writes (e.g. fan-out jobs into a template) only, for now: "
-            "a whole-dataset write replaces or creates its group first; write the template with compute=False, "
-            "then its regions with resume=True, or write the arrays with zarr_dask.to_zarr(..., resume=True)"
-        )
+    check_resume(resume, append_dim)
     ds = _as_dataset(ds)
     opts = WriteOptions(
         mode=validation.choose_mode(mode, append_dim, region),
@@ -473,14 +493,31 @@ def to_zarr_dataset(
     s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     path = normalize_path(group or "")
 
-    def plan() -> tuple[StoreState, list[GroupPlan]]:
-        state = StoreState.load(s, empty=opts.mode == "w" and not path)
+    def plan(adjust: Callable[[StoreState], StoreState] = _same) -> tuple[StoreState, list[GroupPlan]]:
+        state = adjust(StoreState.load(s, empty=opts.mode == "w" and not path))
         return state, [plan_group(state, path, ds, opts)]
 
+    identity = (ds, opts.mode, zarr_format, write_empty_chunks, consolidated) if region is None else None
     return execute_in_turn(
         s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
-        resume=resume,
+        resume=resume, identity=identity,
     )  # fmt: skip
+
+
+def _same(state: StoreState) -> StoreState:
+    return state
+
+
+def check_resume(resume: bool | str, append_dim: Hashable | None) -> None:
+    """Refuse what ``resume=`` cannot resume (before anything is written)."""
+    if not isinstance(resume, bool | str):
+        raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
+    if resume and append_dim is not None:
+        raise UnsupportedFeatureError(
+            "resume= cannot resume an append_dim= write of a dataset: run it again without resume= (an append "
+            "that died before its commit is refused or completed, never stored twice), or write the new rows "
+            "into a grown template with region=..., resume=True"
+        )
 
 
 def new_memory_store(storage_options: Mapping[str, Any] | None) -> MemoryStore:
@@ -497,25 +534,35 @@ def execute_in_turn(
     store: Store,
     path: str,
     appending: bool,
-    plan: Callable[[], tuple[StoreState, list[GroupPlan]]],
+    plan: Callable[..., tuple[StoreState, list[GroupPlan]]],
     *,
     consolidated: bool | None,
     compute: bool,
     keep_store: bool = False,
     resume: bool | str = False,
+    identity: Any = None,
 ) -> DatasetWriteResult | Delayed:
     """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
     appends to one group take turns and each plans from the state the previous one committed (see
-    :mod:`zarr_dask.core.lease`). The commit gives the lease back (a lazy write also when it is dropped)."""
+    :mod:`zarr_dask.core.lease`). The commit gives the lease back (a lazy write also when it is dropped).
+    ``resume`` with ``identity`` (what the run id is a token of): a resumable whole-dataset write, planned
+    by :func:`~zarr_dask.xarray_backend.dataset_journal.prepare`."""
     if compute:
         from zarr_dask.graph.write import check_in_process
 
         check_in_process(store)
     lease = AppendLease(store, path).acquire() if appending and conditional(store) is not None else None
     try:
-        state, plans = plan()
+        found = None
+        if resume and identity is not None:
+            run = dataset_journal.run_id(identity, store, path, resume)
+            state, plans, found = dataset_journal.prepare(
+                store, path, run, plan, lambda st, pl: metadata_documents(st, pl, consolidated)[0], resume
+            )
+        else:
+            state, plans = plan()
         return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, keep_store=keep_store,
-                       resume=resume)  # fmt: skip
+                       resume=resume, journal=found)  # fmt: skip
     except BaseException:
         if lease is not None:
             lease.release()

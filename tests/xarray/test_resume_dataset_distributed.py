@@ -1,0 +1,68 @@
+"""A resumable whole-dataset write (``to_zarr_dataset(..., mode="w", resume=True, compute=False)``) on a
+``LocalCluster`` of worker processes, a task exiting its worker process half way, then the same write again
+(issue 25). The scheduler gives up at the first lost worker (``allowed-failures: 0``), so the write dies."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+
+import zarr_dask
+from tests.conftest import local_cluster_client
+from tests.graph import _resume_job as job
+from tests.graph._resume_job import ENCODING
+from tests.graph.test_resume import files, identities, receipts, settled
+from tests.graph.test_resume_distributed import _idle, _order
+from tests.xarray.test_resume_dataset import _older
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with contextlib.ExitStack() as stack:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            c = stack.enter_context(local_cluster_client())
+        yield c
+
+
+def test_worker_exits_then_dataset_resumed(client: Any, tmp_path: Path) -> None:
+    url, counter = tmp_path / "a.zarr", tmp_path / "count"
+    control = Path(f"{counter}.ctl")
+    _older(str(url))
+    _order(control, {"sleep": 0.2})  # slow upstream blocks: time to see receipts land
+    write = zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), mode="w", encoding=ENCODING, resume=True,
+                                      compute=False)  # fmt: skip
+    future = client.compute(write)
+    deadline = time.monotonic() + 60
+    while len(receipts(url / "v")) < 3 and not future.done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    _order(control, {"sleep": 0.2, "exit_at": len(job.calls(str(counter))) + 1})  # the next block exits its worker
+    try:
+        future.result(timeout=120)
+        err = None
+    except Exception as e:  # noqa: BLE001 - KilledWorker, checked below
+        err = repr(e)
+    finally:
+        future.release()  # else the scheduler keeps the failed keys, and the resumed write gets their error
+        del future
+    assert err is not None and "KilledWorker" in err, err
+    _idle(client)
+    control.unlink()
+    finished = settled(lambda: receipts(url / "v"))
+    assert 0 < len(finished) < 12
+    before, computed = identities(url), len(job.calls(str(counter)))
+    zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), mode="w", encoding=ENCODING, resume=True)
+    again = job.calls(str(counter))[computed:]
+    assert sorted(again) == sorted(set(range(12)) - finished)  # finished blocks: not recomputed
+    after = identities(url)
+    assert all(after[f"v/c/{i}/0"] == before[f"v/c/{i}/0"] for i in finished)  # nor rewritten
+    clean = tmp_path / "clean.zarr"
+    zarr_dask.to_zarr_dataset(job.dataset(str(tmp_path / "clean-count")), str(clean), encoding=ENCODING)
+    assert files(url) == files(clean)

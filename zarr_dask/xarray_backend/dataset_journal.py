@@ -1,0 +1,254 @@
+"""``resume=True`` for whole-dataset and datatree writes: the dataset journal (issue 25).
+
+A whole-dataset write (``to_zarr_dataset`` with ``mode="w"``, ``"w-"``, ``"a"`` or ``"r+"``, no ``region=``
+nor ``append_dim=``; ``to_zarr_datatree`` likewise) prepares its hierarchy first (``mode="w"`` deletes the
+group, then groups, arrays, attributes and consolidated metadata are written), then writes the data. Run again
+after a failure, it must neither delete what its first run wrote nor take an older dataset at the same place
+for its own. The evidence is one record per run under the written group (the tree's root group):
+
+``<group>/.zd-resume/<run id>/begin``
+    written once the hierarchy is prepared, before any data task. Its **run id** is a token of the call: the
+    dataset (every variable's dask name, or a hash of data held in memory, dimensions and attributes; a
+    tree: every node's), the store, the group, the mode and the options (``resume="a name"`` replaces the
+    dataset's part, for graphs with random names). The record holds the **plan token** (every group and
+    array document this write writes, each variable's action, region and dask name) and the nodes the first
+    run **created** (absent before it).
+
+A run whose ``begin`` is found plans again from the store as it was before its first run (the nodes the
+record lists as created taken out of the store's state), and resumes only if that plan has the recorded plan
+token, no foreign node appeared in a replaced group, and the stored documents are still the ones the plan
+writes (one batched read). A resumed run skips the deletion and the metadata (all stored already) and writes
+each dask variable with :func:`~zarr_dask.to_zarr`'s ``resume``, whose own journal (under each array) skips
+the writer tasks that finished (a variable whose array journal holds ``complete`` is not written at all);
+variables held in memory are small and written again. Anything else starts
+over: ``mode="w"`` deletes and writes everything, ``"w-"`` then fails (the group exists and is not this
+write's to resume), ``"a"`` writes every variable again.
+
+Since ``begin`` follows the deletion of ``mode="w"``, every key under the group is this run's (or absent) once
+it exists: a key an older dataset left is never taken for this run's. A fresh run of another mode deletes the
+array journals under the arrays it writes before ``begin`` (a stale journal of a dead run that nobody
+resumed must not pass for this run's).
+
+Costs: a new run: one GET (``begin`` absent) and one PUT (``begin``), plus one listing per written dask
+variable outside ``mode="w"`` (stale array journals); a resumed run: one GET, the state walk every write makes,
+one batched GET of the documents, one listing per dask variable (finished ones). Clean-up: the final task of
+the write deletes the array journals and then ``begin`` (one listing and batched delete each). See
+docs/design/resume.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarr_dask.core import nodes
+from zarr_dask.errors import UnsupportedFeatureError, ZarrDaskError
+from zarr_dask.graph import journal
+from zarr_dask.spec.paths import key_prefix, parent_paths
+from zarr_dask.store import Store
+from zarr_dask.store.transactions import is_transactional
+from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState
+
+__all__ = ["DatasetJournal", "cleanup_prefixes", "finished_variables", "prepare", "run_id", "start"]
+
+_log = logging.getLogger("zarr_dask.xarray")
+
+Plans = tuple[StoreState, list[GroupPlan]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetJournal:
+    """A whole-dataset write's journal as found when it started."""
+
+    prefix: str  #: ``<group>/.zd-resume/<run id>/``
+    run: str  #: the run id
+    resumed: bool  #: True when this run's ``begin`` was found and the hierarchy is still the one it prepared
+    record: Mapping[str, Any] = field(default_factory=dict)  #: the ``begin`` record (written by :func:`start`)
+
+
+def run_id(identity: tuple[Any, ...], store: Store, path: str, resume: bool | str) -> str:
+    """The run id of a whole-dataset (or tree) write: a token of ``identity`` (the data first -- the dataset,
+    or a tree's ``(node path, dataset)`` pairs; a run name replaces it -- then the options), the store and
+    the group.
+
+    Examples
+    --------
+    >>> import dask.array as da, xarray as xr
+    >>> from zarr_dask.store import MemoryStore
+    >>> ds, store = xr.Dataset({"v": ("t", da.arange(4, chunks=2))}), MemoryStore()
+    >>> run_id((ds, "w"), store, "", True) == run_id((ds, "w"), store, "", True)  # the same call again
+    True
+    >>> run_id((ds, "w"), store, "", True) == run_id((ds * 2, "w"), store, "", True)  # another computation
+    False
+    """
+    from dask.base import tokenize
+
+    data = (resume, *identity[1:]) if isinstance(resume, str) else identity
+    return str(tokenize("zarr_dask.resume.dataset", data, store.__dask_tokenize__(), path))
+
+
+def _is_dask(data: Any) -> bool:
+    return hasattr(data, "dask") and hasattr(data, "chunks")
+
+
+def plan_token(plans: list[GroupPlan], resume: bool | str) -> str:
+    """A token of everything the plans write: group and array documents, actions, regions, data."""
+    from dask.base import tokenize
+
+    def data(w: Any) -> Any:
+        if isinstance(resume, str):
+            return f"{resume}/{w.path}"
+        return w.data.name if _is_dask(w.data) else tokenize(w.data)
+
+    parts = [
+        (
+            p.path, p.replace, p.exclusive,
+            sorted(nodes.documents(p.path, p.group).items()) if p.group is not None else None,
+            [
+                (w.path, w.action, sorted(nodes.documents(w.path, w.metadata).items()),
+                 [(s.start, s.stop, s.step) for s in w.region or ()], w.write_empty_chunks, data(w))
+                for w in p.writes
+            ],
+        )
+        for p in plans
+    ]  # fmt: skip
+    return str(tokenize("zarr_dask.resume.plan", parts))
+
+
+def _absent(state: StoreState, path: str) -> bool:
+    meta = state.root if not path else state.nodes.get(path)
+    return meta is None or isinstance(meta, nodes.ImplicitGroup)
+
+
+def created_nodes(state: StoreState, plans: list[GroupPlan]) -> list[str]:
+    """The nodes the plans create (absent, or implicit, in ``state``): missing parents, groups, new arrays."""
+    out: set[str] = set()
+    for plan in plans:
+        out.update(q for q in parent_paths(plan.path) if _absent(state, q))
+        if plan.group is not None and _absent(state, plan.path):
+            out.add(plan.path)
+        out.update(w.path for w in plan.writes if w.action == "create")
+    return sorted(out)
+
+
+def before_first_run(state: StoreState, record: Mapping[str, Any]) -> StoreState:
+    """The store's state as the first run saw it: ``state`` without the nodes that run created."""
+    created = set(record.get("created", ()))
+    return dataclasses.replace(
+        state,
+        root=None if "" in created else state.root,
+        nodes={k: v for k, v in state.nodes.items() if k not in created},
+        zarr_format=record.get("zarr_format"),
+        has_consolidated=bool(record.get("has_consolidated")),
+    )
+
+
+def _foreign_nodes(state: StoreState, plans: list[GroupPlan]) -> list[str]:
+    """Nodes in a group a plan replaces that the plans do not write (someone else's, added since)."""
+    ours = {p.path for p in plans} | {w.path for p in plans for w in p.writes}
+    ours |= {q for path in list(ours) for q in parent_paths(path)}
+    prefixes = [key_prefix(p.path) for p in plans if p.replace]
+    return sorted(k for k in state.nodes if k not in ours and any(k.startswith(x) for x in prefixes))
+
+
+def check_resumable(store: Store) -> None:
+    """Refuse an Icechunk session (what a dead process wrote into it is lost with it)."""
+    if is_transactional(store):
+        raise UnsupportedFeatureError(
+            "resume=True cannot journal a write into an Icechunk session: what it wrote is lost with an uncommitted "
+            "session; commit in parts instead (one session per part), or drop resume=True",
+            store=store.url,
+        )
+
+
+def prepare(
+    store: Store,
+    path: str,
+    run: str,
+    plan: Callable[[Callable[[StoreState], StoreState]], Plans],
+    documents: Callable[[StoreState, list[GroupPlan]], dict[str, bytes]],
+    resume: bool | str,
+) -> tuple[StoreState, list[GroupPlan], DatasetJournal]:
+    """Plan a resumable whole-dataset write: resumed (this run's ``begin`` found, the hierarchy the one it
+    prepared) or fresh. ``plan(adjust)`` loads the store's state, applies ``adjust`` and plans;
+    ``documents(state, plans)`` are the documents the write prepares before its data."""
+    check_resumable(store)
+    prefix = journal.journal_prefix(path, run)
+    record = journal.read_begin(store, prefix)
+    if record is not None and record.get("run") == run:
+        found = _resumable(store, plan, documents, record, resume)
+        if not isinstance(found, str):
+            return *found, DatasetJournal(prefix=prefix, run=run, resumed=True, record=record)
+        why = found
+        _log.info("%s /%s: run %s of this write found, but %s: starting over", store.url, path, run, why)
+    state, plans = plan(lambda s: s)
+    record = {
+        "run": run, "kind": "dataset", "plan": plan_token(plans, resume), "created": created_nodes(state, plans),
+        "zarr_format": state.zarr_format, "has_consolidated": state.has_consolidated, "region": [],
+        "tasks": sum(1 for p in plans for w in p.writes if _is_dask(w.data)),
+    }  # fmt: skip
+    return state, plans, DatasetJournal(prefix=prefix, run=run, resumed=False, record=record)
+
+
+def _resumable(
+    store: Store,
+    plan: Callable[[Callable[[StoreState], StoreState]], Plans],
+    documents: Callable[[StoreState, list[GroupPlan]], dict[str, bytes]],
+    record: Mapping[str, Any],
+    resume: bool | str,
+) -> Plans | str:
+    """The plans of the found run if it can be resumed, else why not."""
+    try:
+        state, plans = plan(lambda s: before_first_run(s, record))
+    except ZarrDaskError as e:
+        return f"the store changed since ({e.problem})"
+    if record.get("plan") != plan_token(plans, resume):
+        return "its plan changed (another encoding, layout or store state)"
+    if foreign := _foreign_nodes(state, plans):
+        return f"nodes appeared meanwhile in the group it replaces ({', '.join(foreign[:3])})"
+    docs = documents(state, plans)
+    if store.get_many(list(docs)) != docs:
+        return "its metadata documents were changed meanwhile"
+    return state, plans
+
+
+def _array_journals(path: str) -> str:
+    return f"{key_prefix(path)}{journal.JOURNAL_DIR}"
+
+
+def start(store: Store, found: DatasetJournal, plans: list[GroupPlan]) -> None:
+    """Once the hierarchy is prepared, before any data task: a fresh run deletes stale array journals under
+    the arrays it writes (a replaced group has none left) and writes its ``begin`` record."""
+    if found.resumed:
+        return
+    for plan in plans:
+        if not plan.replace:
+            for w in plan.writes:
+                if _is_dask(w.data):
+                    store.delete_prefix(_array_journals(w.path))
+    store.set(found.prefix + journal.BEGIN, json.dumps({**found.record, "started": time.time()}, sort_keys=True).encode())
+
+
+def finished_variables(store: Store, found: DatasetJournal, plans: list[GroupPlan]) -> set[str]:
+    """The dask variables a resumed run need not write at all: their array journal holds a ``complete`` record
+    (their write finished before the first run died; its receipts were replaced by that record). One listing
+    per dask variable; any array journal there is this run's (a fresh run deleted the others first)."""
+    if not found.resumed:
+        return set()
+    done = set()
+    for w in (w for p in plans for w in p.writes if _is_dask(w.data)):
+        top = _array_journals(w.path) + "/"
+        if any(k.startswith(top) and k.endswith("/" + journal.COMPLETE) for k in store.list_prefix(top.rstrip("/"))):
+            done.add(w.path)
+    return done
+
+
+def cleanup_prefixes(found: DatasetJournal, plans: list[GroupPlan]) -> tuple[str, ...]:
+    """What the write's final task deletes once everything landed: the array journals, then ``begin``."""
+    arrays = [_array_journals(w.path) for p in plans for w in p.writes if _is_dask(w.data) and w.metadata.shape]
+    return (*arrays, found.prefix.rstrip("/"))
