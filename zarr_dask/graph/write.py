@@ -44,7 +44,7 @@ from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import conditional
 
-__all__ = ["explain_write", "make_plan", "to_zarr", "to_zarr_delayed"]
+__all__ = ["explain_write", "make_plan", "settle_failed", "to_zarr", "to_zarr_delayed"]
 
 
 def _as_dask(arr: Any) -> DaskArray:
@@ -176,6 +176,15 @@ def _run(
         _settle_failed(token)
         raise
     return None
+
+
+def settle_failed(writes: Any) -> None:
+    """After a failed compute of :func:`to_zarr_delayed` results (e.g. a dataset's variables, computed as one
+    graph): let the uploads they queued land before the error reaches the caller, as :func:`to_zarr` does."""
+    for write in writes:
+        key = str(getattr(write, "key", ""))
+        if key.startswith("to-zarr-") and key.endswith("-done"):
+            _settle_failed(key[len("to-zarr-") : -len("-done")])
 
 
 def _settle_failed(token: str) -> None:

@@ -41,6 +41,7 @@ from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
+from zarr_dask.graph.write import settle_failed
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
@@ -369,7 +370,11 @@ def execute(
         if lease is not None:
             lease.release_with(final)
         return final  # type: ignore[no-any-return]
-    out: DatasetWriteResult = final.compute(**compute_options())
+    try:
+        out: DatasetWriteResult = final.compute(**compute_options())
+    except BaseException:
+        settle_failed(writes)  # the uploads its variables queued land before the error is raised
+        raise
     return out
 
 
