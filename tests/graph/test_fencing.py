@@ -107,6 +107,16 @@ class Writer:
         return dict(json.loads(lines[-1]))
 
 
+def _flocks_of(pid: int) -> list[str]:
+    """The ``/proc/locks`` lines of the locks process ``pid`` holds (a diagnostic for a writer stopped while
+    holding one)."""
+    try:
+        with open("/proc/locks") as f:
+            return [line.strip() for line in f if f" {pid} " in line]
+    except OSError:
+        return []
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
@@ -326,7 +336,16 @@ def test_a_stalled_region_write_resumed_after_an_append_keeps_the_appended_rows(
     base = _base(url, options)
     r = _run(url, options, {"op": "region", "value": 7, "rows": 4, "start": BASE_ROWS - 4, "pause": "write"}).go()
     r.wait_paused()
-    zarr_dask.append(da.full((5, 3), 102, dtype="i4", chunks=5), url, storage_options=options)
+    appended = threading.Thread(
+        target=zarr_dask.append, args=(da.full((5, 3), 102, dtype="i4", chunks=5), url), kwargs={"storage_options": options}
+    )
+    appended.start()
+    appended.join(90)
+    if appended.is_alive():  # the stopped writer holds a lock the append waits for: resume it, then say which
+        held = _flocks_of(r.proc.pid)
+        r.signal(signal.SIGCONT)
+        appended.join(60)
+        pytest.fail(f"the append waited for the stopped region writer (its flock'd inodes: {held})")
     r.signal(signal.SIGCONT)
     assert r.result()["ok"]
     expected = np.concatenate([base, np.full((5, 3), 102, "i4")])
