@@ -108,8 +108,7 @@ def test_s3_reads_go_through_obstore_with_the_same_values(
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     assert isinstance(store, FsspecStore)
     store.set_many({f"k{i}": bytes(range(i, i + 10)) for i in range(3)})
-    assert obstore_reads(store.fs) is None  # auto keeps S3 on fsspec for now (see obstore_reads._AUTO)
-    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "obstore")
+    assert obstore_reads(store.fs) is not None  # auto reads S3 through obstore
     calls = record_s3_calls(store, monkeypatch)
     got, ranges = _reads(store)
     assert got == {f"k{i}": bytes(range(i, i + 10)) for i in range(3)}

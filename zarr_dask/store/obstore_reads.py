@@ -12,7 +12,7 @@ exactly, else None (and says why at debug level, or raises where the ``remote_tr
 * **HTTP(S)** (fsspec's ``HTTPFileSystem``): without ``client_kwargs`` and with no request arguments but
   ``headers`` (sent with every request, as fsspec sends them), and no proxy in the environment (aiohttp does
   not read it; obstore's client would).
-* **S3** (s3fs; only with ``remote_transport=obstore``, ``auto`` keeps fsspec for now): the endpoint, region
+* **S3** (s3fs): the endpoint, region
   and addressing style are those of s3fs's botocore client, and the credentials are botocore's, asked for through obstore's credential provider (so refreshable ones refresh);
   anonymous access maps to unsigned requests. Not with ``s3_additional_kwargs`` (SSE-C keys, ...),
   requester-pays, proxies, client certificates, TLS verification off or other signature versions.
@@ -52,9 +52,9 @@ log = logging.getLogger(__name__)
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _ATTRIBUTE = "_zarr_dask_obstore_reads"
 _LOCK = threading.Lock()
-#: Kinds ``auto`` leaves on fsspec. S3: the racing first appends of tests/graph/test_fencing.py failed in 2 of
-#: 7 runs with obstore reads and none of 3 with fsspec (session 8, not yet explained); ``obstore`` opts in.
-_AUTO = frozenset({"s3"})
+#: Kinds ``auto`` leaves on fsspec (``obstore`` opts in): none. S3 was here until its racing-appends failure was
+#: found to be the test's 0.6 s lease TTL under load, with either transport (docs/design/remote-io.md).
+_AUTO: frozenset[str] = frozenset()
 #: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
 #: uses obstore after its parent did hangs), so a forked child reads through fsspec.
 _FIRST_USE_PID: int | None = None
@@ -126,7 +126,7 @@ def _range_error(exc: Exception) -> bool:
 
 def obstore_reads(fs: Any) -> ObstoreReads | None:
     """The :class:`ObstoreReads` of ``fs`` (made once and kept on it), or None where reads stay on fsspec: the
-    ``remote_transport`` knob says ``fsspec`` (or ``auto`` on S3, see ``_AUTO``), obstore is not installed, or ``fs`` is a filesystem whose
+    ``remote_transport`` knob says ``fsspec`` (or ``auto`` on a kind of ``_AUTO``), obstore is not installed, or ``fs`` is a filesystem whose
     requests obstore cannot reproduce (see the module notes; a debug message says why). Raises
     :class:`~zarr_dask.errors.UnsupportedFeatureError` for such a filesystem when the knob says ``obstore``."""
     choice = config.get("remote_transport")
