@@ -81,7 +81,7 @@ def fake_gcs_server() -> Iterator[str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     args = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-            "-port", str(port), "-external-url", url, "-log-level", "error"]  # fmt: skip
+            "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}", "-log-level", "error"]  # fmt: skip
 
     def ready() -> bool:
         try:
