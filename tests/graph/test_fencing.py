@@ -114,12 +114,17 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-#: the scenarios of writer processes stopped and resumed (15-45 s each on an emulator): ``slow`` on GCS and Azure
-#: (tests/conftest.py), so ``make test-slow`` runs them there; with 25 seeds a scenario (100 runs a store)
+#: the scenarios of writer processes (15-45 s each on an emulator when stopped and resumed, 5-10 s otherwise):
+#: ``slow`` on GCS and Azure (tests/conftest.py), so ``make test-slow`` runs them there (with 25 seeds a scenario,
+#: 100 runs a store); the default run has them on local files and moto, and the emulators' conditional requests
+#: in the in-process suites of test_concurrent_writers.py / test_concurrent_distributed.py
 EMULATOR_SLOW = {
     "test_writers_stopped_at_random_moments_lose_nothing",
     "test_a_dataset_append_killed_between_commits_is_invisible_then_completed",
     "test_an_appender_stalled_past_its_lease_cannot_touch_what_the_next_one_committed",
+    "test_two_first_appends_to_a_missing_array_both_land",
+    "test_two_exclusive_dataset_writes_one_wins",
+    "test_a_stalled_region_write_resumed_after_an_append_keeps_the_appended_rows",
 }
 _CLOUD_SLOW_SEEDS = 25
 
