@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SCRIPTS = [
     "bench_core", "bench_sharding", "bench_dask", "bench_xarray", "bench_zom", "bench_convert", "bench_concurrent_writes",
-    "bench_remote", "bench_memory", "bench_icechunk", "bench_resume",
+    "bench_remote", "bench_cloud_reads", "bench_memory", "bench_icechunk", "bench_resume",
 ]
 
 

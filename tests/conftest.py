@@ -16,7 +16,8 @@ Fixtures for any test module:
   ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``;
   ``every_store_url`` adds ``gcs`` and ``azure`` (the independent-writer suites); ``store_of_kind(request, kind)``
   makes one for a module's own parametrization. A module's ``EMULATOR_SLOW`` names tests that are ``slow``
-  on the GCS / Azure emulators only.
+  on the GCS / Azure emulators only; its ``EMULATOR_PARAMS`` (``{parameter: value}``) the only parameter values
+  the default run uses there.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason="slow: run with ZD_SLOW=1 (make test-slow)"))
         elif not run_slow and _a_later_seed_on_an_emulator(item):
             item.add_marker(pytest.mark.skip(reason="seed 0 only on the GCS / Azure emulators: ZD_SLOW=1 runs the rest"))
+        elif not run_slow and _other_params_on_an_emulator(item):
+            item.add_marker(pytest.mark.skip(reason="a module's EMULATOR_PARAMS only on the GCS / Azure emulators: "
+                                                    "ZD_SLOW=1 runs the rest"))  # fmt: skip
 
 
 def _a_later_seed_on_an_emulator(item: pytest.Item) -> bool:
@@ -89,6 +93,14 @@ def _a_later_seed_on_an_emulator(item: pytest.Item) -> bool:
     there (the other seeds run on the other stores, and on the emulators in ``make test-slow``)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     return isinstance(params.get("seed"), int) and params["seed"] != 0 and _on_an_emulator(item)
+
+
+def _other_params_on_an_emulator(item: pytest.Item) -> bool:
+    """A module's ``EMULATOR_PARAMS`` (``{parameter: value}``) are the only values the default run uses on the
+    emulators; skipped here, at collection, a case's module-scoped fixtures (a cluster) are never started."""
+    wanted = getattr(item.module, "EMULATOR_PARAMS", {})
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return _on_an_emulator(item) and any(name in params and params[name] != value for name, value in wanted.items())
 
 
 def _on_an_emulator(item: pytest.Item) -> bool:

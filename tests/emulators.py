@@ -5,8 +5,8 @@
 * Azurite: ``node_modules/.bin/azurite-blob`` at the repository root (``package.json``; ``make .venv/.installed``
   runs ``npm ci``), on a port the kernel picks (read back from its start-up line), in-memory.
 
-Both are stopped (terminated, then killed) at the end of the session, and get SIGTERM if the test process dies
-first; their output goes to a temporary file, never to a pipe nobody reads.
+Both are killed at the end of the session (in memory: nothing to flush), and get SIGTERM if the test process
+dies first; their output goes to a temporary file, never to a pipe nobody reads.
 """
 
 from __future__ import annotations
@@ -54,12 +54,8 @@ def _process(args: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
         try:
             yield proc, log
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=2)  # in-memory emulators: nothing to flush
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.kill()  # in-memory emulators: nothing to flush (Azurite took 2 s to act on SIGTERM)
+            proc.wait()
 
 
 def _wait(proc: subprocess.Popen[bytes], log: Path, ready: object, what: str, timeout: float = 60.0) -> None:
@@ -81,7 +77,7 @@ def fake_gcs_server() -> Iterator[str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     args = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-            "-port", str(port), "-external-url", url, "-log-level", "error"]  # fmt: skip
+            "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}", "-log-level", "error"]  # fmt: skip
 
     def ready() -> bool:
         try:

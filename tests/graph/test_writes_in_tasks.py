@@ -5,7 +5,6 @@ worker, on moto S3 and local files."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import warnings
@@ -31,11 +30,11 @@ def client(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield c
 
 
+#: 2-thread workers only on the GCS / Azure emulators by default (tests/conftest.py; ZD_SLOW=1 runs 1 thread too)
+EMULATOR_PARAMS = {"client": 2}
+
+
 def _store(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[Any, Any]:
-    params = getattr(request.node, "callspec", None)
-    one_thread = params is not None and params.params.get("client") == 1
-    if kind in ("gcs", "azure") and one_thread and os.environ.get("ZD_SLOW") != "1":
-        pytest.skip("2-thread workers only on the GCS / Azure emulators by default (ZD_SLOW=1 pytest runs 1 thread too)")
     return store_of_kind(request, kind, "a.zarr")
 
 

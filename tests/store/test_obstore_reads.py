@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent.parent / "benchmarks"))
 import bench_remote  # noqa: E402
 
 import zarr_dask  # noqa: E402
+from tests.conftest import CLOUD_KINDS, store_of_kind  # noqa: E402
 from tests.store._s3_calls import record_s3_calls  # noqa: E402  (its HTTP object server counts requests)
 from zarr_dask.errors import UnsupportedFeatureError  # noqa: E402
 from zarr_dask.store import FsspecStore, open_store  # noqa: E402
@@ -108,8 +109,7 @@ def test_s3_reads_go_through_obstore_with_the_same_values(
     store = open_store(s3_bucket_url, storage_options=s3_storage_options)
     assert isinstance(store, FsspecStore)
     store.set_many({f"k{i}": bytes(range(i, i + 10)) for i in range(3)})
-    assert obstore_reads(store.fs) is None  # auto keeps S3 on fsspec for now (see obstore_reads._AUTO)
-    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "obstore")
+    assert obstore_reads(store.fs) is not None  # auto reads S3 through obstore
     calls = record_s3_calls(store, monkeypatch)
     got, ranges = _reads(store)
     assert got == {f"k{i}": bytes(range(i, i + 10)) for i in range(3)}
@@ -189,3 +189,101 @@ def test_errors_are_fsspecs_and_come_quickly(served: tuple[Path, str], monkeypat
     assert time.perf_counter() - t0 < 60
     down_reads = obstore_reads(down.fs)
     assert down_reads is not None and list(down_reads._off) == [f"http://127.0.0.1:{port}"]  # later: fsspec only
+
+
+# ------------------------------------------------------------------------------------------- GCS, Azure
+def _spy_fsspec_reads(fs: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of fsspec's read coroutines ``fs`` runs (the reads obstore did not take)."""
+    calls: list[str] = []
+    for name in ("_cat_file", "_cat_ranges", "_cat"):
+        real = getattr(fs, name)
+
+        async def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return await _real(*args, **kwargs)
+
+        monkeypatch.setattr(fs, name, spy)
+    return calls
+
+
+def _count_obstore_gets(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    from zarr_dask.store.obstore_reads import ObstoreReads
+
+    sent: list[tuple[Any, ...]] = []
+    real = ObstoreReads.get
+
+    def get(self: ObstoreReads, *read: Any) -> Any:
+        sent.append(read)
+        return real(self, *read)
+
+    monkeypatch.setattr(ObstoreReads, "get", get)
+    return sent
+
+
+@pytest.mark.parametrize("kind", CLOUD_KINDS)
+def test_cloud_reads_go_through_obstore_one_get_each(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """gcsfs (anonymous, on its endpoint) and adlfs (a connection string): ``auto`` reads through obstore, one
+    GET per value or range, as fsspec sends them; Azure has no ``bytes=-n`` ranges, so fsspec sends those."""
+    url, options = store_of_kind(request, kind)
+    store = open_store(url, storage_options={**options, "skip_instance_cache": True})
+    assert isinstance(store, FsspecStore)
+    store.set_many({f"k{i}": bytes(range(i, i + 10)) for i in range(3)})
+    assert obstore_reads(store.fs) is not None
+    fsspec_calls, sent = _spy_fsspec_reads(store.fs, monkeypatch), _count_obstore_gets(monkeypatch)
+    assert store.get_many(["k0", "k1", "k2", "missing"]) == {f"k{i}": bytes(range(i, i + 10)) for i in range(3)}
+    ranges = [("k2", 0, 3), ("k0", 4, None), ("k0", 8, 30), ("missing", 0, 2)]
+    assert store.get_ranges(ranges) == [bytes([2, 3, 4]), bytes(range(4, 10)), bytes([8, 9]), None]
+    assert (len(sent), fsspec_calls) == (8, [])  # 4 values + 4 ranges: one obstore GET each, none through fsspec
+    if kind == "gcs":
+        assert store.get_ranges([("k1", -2, None)]) == [bytes([9, 10])]
+        assert (len(sent), fsspec_calls) == (9, [])
+    else:
+        assert (obstore_reads(store.fs).suffix_ranges, fsspec_calls) == (False, [])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", CLOUD_KINDS)
+def test_cloud_array_reads_are_the_same_with_either_transport(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    url, options = store_of_kind(request, kind)
+    data = np.arange(40 * 30, dtype="i4").reshape(40, 30)
+    arr = zarr_dask.create_array(url, shape=data.shape, dtype="i4", chunks=(8, 8), shards=(16, 16), storage_options=options)
+    arr[:] = data
+    sent = _count_obstore_gets(monkeypatch)
+    for transport in TRANSPORTS:
+        monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", transport)
+        fresh = {**options, "skip_instance_cache": True}
+        assert np.array_equal(zarr_dask.from_zarr(url, storage_options=fresh).compute(), data)
+        assert np.array_equal(zarr_dask.open_array(url, storage_options=fresh)[3:30, 5:20], data[3:30, 5:20])
+        assert bool(sent) == (transport == "obstore")
+
+
+@pytest.mark.parametrize("kind", CLOUD_KINDS)
+def test_cloud_options_obstore_cannot_map_stay_on_fsspec_or_fail_when_forced(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    url, options = store_of_kind(request, kind)
+    unmapped = {"requester_pays": True} if kind == "gcs" else {"location_mode": "secondary"}
+    store = open_store(url, storage_options={**options, **unmapped, "skip_instance_cache": True})
+    assert isinstance(store, FsspecStore)
+    assert obstore_reads(store.fs) is None  # auto: fsspec
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "obstore")
+    with pytest.raises(UnsupportedFeatureError, match="requester_pays" if kind == "gcs" else "location_mode"):
+        store.get_many(["k0"])
+
+
+def test_azure_options_map_to_obstore_config() -> None:
+    """adlfs's options as obstore's ``AzureConfig`` (built offline: no request is sent)."""
+    adlfs = pytest.importorskip("adlfs")
+    from zarr_dask.store.obstore_clouds import _azure_config
+
+    def config(**options: Any) -> Any:
+        return _azure_config(adlfs.AzureBlobFileSystem(**options, skip_instance_cache=True))
+
+    sas = "DefaultEndpointsProtocol=https;AccountName=acc;SharedAccessSignature=sv=1&sig=a%3D;EndpointSuffix=core.windows.net"
+    assert config(connection_string=sas) == {"account_name": "acc", "endpoint": "https://acc.blob.core.windows.net",
+                                             "sas_key": "sv=1&sig=a%3D"}  # fmt: skip
+    assert config(account_name="acc", anon=True) == {"account_name": "acc", "skip_signature": True}
+    assert config(account_name="acc", account_key="a2V5") == {"account_name": "acc", "account_key": "a2V5"}

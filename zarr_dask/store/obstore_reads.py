@@ -12,10 +12,12 @@ exactly, else None (and says why at debug level, or raises where the ``remote_tr
 * **HTTP(S)** (fsspec's ``HTTPFileSystem``): without ``client_kwargs`` and with no request arguments but
   ``headers`` (sent with every request, as fsspec sends them), and no proxy in the environment (aiohttp does
   not read it; obstore's client would).
-* **S3** (s3fs; only with ``remote_transport=obstore``, ``auto`` keeps fsspec for now): the endpoint, region
+* **S3** (s3fs): the endpoint, region
   and addressing style are those of s3fs's botocore client, and the credentials are botocore's, asked for through obstore's credential provider (so refreshable ones refresh);
   anonymous access maps to unsigned requests. Not with ``s3_additional_kwargs`` (SSE-C keys, ...),
   requester-pays, proxies, client certificates, TLS verification off or other signature versions.
+* **GCS** (gcsfs, anonymous) and **Azure Blob** (adlfs: connection strings, account keys, SAS tokens, ``anon``):
+  :mod:`~zarr_dask.store.obstore_clouds`.
 
 Request counts are those of the fsspec path: one GET per whole value, one ranged GET per range (a suffix
 range is one ``bytes=-n`` GET). Missing keys read as missing; every other error is returned in place of the
@@ -27,7 +29,7 @@ Only reads go through obstore: writes keep the fsspec path (and S3's direct ``Pu
 Examples
 --------
 >>> import fsspec
->>> obstore_reads(fsspec.filesystem("memory")) is None  # only HTTP(S) and S3
+>>> obstore_reads(fsspec.filesystem("memory")) is None  # only HTTP(S), S3, GCS and Azure
 True
 """
 
@@ -45,22 +47,22 @@ from urllib.parse import urlsplit
 from zarr_dask import config
 from zarr_dask.errors import UnsupportedFeatureError
 
-__all__ = ["ObstoreReads", "obstore_reads", "read_through_obstore"]
+__all__ = ["RETRY", "ObstoreReads", "obstore_reads", "read_through_obstore"]
 
 log = logging.getLogger(__name__)
 
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _ATTRIBUTE = "_zarr_dask_obstore_reads"
 _LOCK = threading.Lock()
-#: Kinds ``auto`` leaves on fsspec. S3: the racing first appends of tests/graph/test_fencing.py failed in 2 of
-#: 7 runs with obstore reads and none of 3 with fsspec (session 8, not yet explained); ``obstore`` opts in.
-_AUTO = frozenset({"s3"})
+#: Kinds ``auto`` leaves on fsspec (``obstore`` opts in): none. S3 was here until its racing-appends failure was
+#: found to be the test's 0.6 s lease TTL under load, with either transport (docs/design/remote-io.md).
+_AUTO: frozenset[str] = frozenset()
 #: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
 #: uses obstore after its parent did hangs), so a forked child reads through fsspec.
 _FIRST_USE_PID: int | None = None
 #: obstore retries 5xx, dropped connections and timeouts (10 times within 3 minutes by default); a few times
 #: within 30 s, as the direct S3 puts do, before the read goes to fsspec (and its error to the user).
-_RETRY: Any = {"max_retries": 4, "retry_timeout": timedelta(seconds=30)}
+RETRY: Any = {"max_retries": 4, "retry_timeout": timedelta(seconds=30)}
 _FORKED = "a process forked after obstore was used (its runtime does not survive a fork)"
 
 
@@ -71,8 +73,10 @@ class ObstoreReads:
     builds ``(obstore store, credentials to refresh or None)``, one per HTTP origin or S3 bucket, kept. Used on
     fsspec's event loop only."""
 
-    def __init__(self, kind: str, make: Any, split: Any) -> None:
+    def __init__(self, kind: str, make: Any, split: Any, suffix_ranges: bool = True) -> None:
         self.kind = kind
+        #: False: the service has no ``bytes=-n`` ranges (Azure): such reads are left to fsspec
+        self.suffix_ranges = suffix_ranges
         self._make = make
         self._split = split
         self._stores: dict[str, Any] = {}
@@ -126,7 +130,7 @@ def _range_error(exc: Exception) -> bool:
 
 def obstore_reads(fs: Any) -> ObstoreReads | None:
     """The :class:`ObstoreReads` of ``fs`` (made once and kept on it), or None where reads stay on fsspec: the
-    ``remote_transport`` knob says ``fsspec`` (or ``auto`` on S3, see ``_AUTO``), obstore is not installed, or ``fs`` is a filesystem whose
+    ``remote_transport`` knob says ``fsspec`` (or ``auto`` on a kind of ``_AUTO``), obstore is not installed, or ``fs`` is a filesystem whose
     requests obstore cannot reproduce (see the module notes; a debug message says why). Raises
     :class:`~zarr_dask.errors.UnsupportedFeatureError` for such a filesystem when the knob says ``obstore``."""
     choice = config.get("remote_transport")
@@ -159,19 +163,23 @@ def _first_use() -> None:
 
 
 def _kind(fs: Any) -> str:
-    """``"http"`` or ``"s3"`` for the filesystems this module can map, else ``""``."""
+    """``"http"``, ``"s3"``, ``"gcs"`` or ``"azure"`` for the filesystems this module can map, else ``""``."""
     name, module = type(fs).__name__, type(fs).__module__ or ""
     if name == "HTTPFileSystem" and module.startswith("fsspec.implementations.http"):
         return "http"
     if name == "S3FileSystem" and module.startswith("s3fs"):
         return "s3"
+    if name in ("GCSFileSystem", "ExtendedGcsFileSystem") and module.startswith("gcsfs"):
+        return "gcs"
+    if name == "AzureBlobFileSystem" and module.startswith("adlfs"):
+        return "azure"
     return ""
 
 
 def _make(fs: Any) -> ObstoreReads | str:
     """The reads of ``fs``, or why not (logged at debug level)."""
     kind = _kind(fs)
-    why = "" if kind else "not an HTTP(S) or s3fs filesystem"
+    why = "" if kind else "not an HTTP(S), s3fs, gcsfs or adlfs filesystem"
     if not why:
         try:
             import obstore
@@ -188,7 +196,10 @@ def _make(fs: Any) -> ObstoreReads | str:
         why = "an asynchronous filesystem (its loop belongs to the caller)"
     made: ObstoreReads | str = why
     if not why:
-        made = _http(fs) if kind == "http" else _s3(fs)
+        from zarr_dask.store import obstore_clouds
+
+        maps = {"http": _http, "s3": _s3, "gcs": obstore_clouds.gcs_reads, "azure": obstore_clouds.azure_reads}
+        made = maps[kind](fs)
     if isinstance(made, str):
         log.debug("reads of %r stay on fsspec: %s", fs, made)
     else:
@@ -214,7 +225,7 @@ def _http(fs: Any) -> ObstoreReads | str:
         options: dict[str, Any] = {"allow_http": origin.startswith("http:")}
         if headers:
             options["default_headers"] = headers
-        return HTTPStore.from_url(origin, client_options=options, retry_config=_RETRY), None  # type: ignore[arg-type]
+        return HTTPStore.from_url(origin, client_options=options, retry_config=RETRY), None  # type: ignore[arg-type]
 
     def split(path: str) -> tuple[str, str]:
         parts = urlsplit(path)
@@ -260,11 +271,11 @@ def _s3(fs: Any) -> ObstoreReads | str:
         client_options = {"allow_http": endpoint.startswith("http:")}
         if anon:
             conf["skip_signature"] = True
-            return S3Store(bucket, config=conf, client_options=client_options, retry_config=_RETRY), None  # type: ignore[arg-type]
+            return S3Store(bucket, config=conf, client_options=client_options, retry_config=RETRY), None  # type: ignore[arg-type]
         credentials = _Credentials(bucket_client._request_signer._credentials)
         await credentials.refresh()
         provider: Any = credentials
-        store = S3Store(bucket, config=conf, client_options=client_options, retry_config=_RETRY,  # type: ignore[arg-type]
+        store = S3Store(bucket, config=conf, client_options=client_options, retry_config=RETRY,  # type: ignore[arg-type]
                         credential_provider=provider)  # fmt: skip
         return store, credentials
 
@@ -310,6 +321,10 @@ def read_through_obstore(
 
     from zarr_dask.store import requests
 
+    if not transport.suffix_ranges:
+        reads = [read for read in reads if not (read[1] is not None and read[1] < 0 and read[2] is None)]
+        if not reads:
+            return {}
     with requests.slots(len(reads)) as n:
         values = sync(get_loop(), requests.gather, [transport.get(*read) for read in reads], n)
     out = {read: value for read, value in zip(reads, values, strict=True) if not isinstance(value, BaseException)}
