@@ -153,8 +153,9 @@ KNOBS: dict[str, Knob] = {
         Knob("max_requests", _positive_int, 64, "integer >= 1",
              "requests to remote stores (fsspec, S3) in flight at once per process, over all threads and arrays"),
         Knob("remote_transport", _transport, "auto", "auto, fsspec or obstore",
-             "what sends reads of `http(s)://`, `s3://`, `gs://` and `az://` stores: `auto` = obstore for HTTP(S), "
-             "S3, GCS and Azure Blob where it is installed and can reproduce the filesystem's requests, else fsspec; "
+             "what sends reads of `http(s)://`, `s3://`, `gs://` and `az://` stores: `auto` = obstore for S3, GCS, "
+             "Azure Blob and HTTP(S) byte ranges (shards; whole HTTP objects stay on fsspec, faster there) where it "
+             "is installed and can reproduce the filesystem's requests, else fsspec; "
              "`obstore` = always (an error where it cannot); `fsspec` = never obstore"),
         Knob("s3_direct_put", parse_bool, True, "boolean",
              "send chunk and shard uploads to S3 (s3fs) as SigV4-signed requests of our own instead of through "

@@ -61,6 +61,21 @@ def test_http_reads_and_request_counts_match_fsspec(
     assert stats["requests"] == 9  # one GET per key and per range, with either transport
 
 
+def test_auto_sends_http_ranges_through_obstore_and_whole_objects_through_fsspec(
+    served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, endpoint = served
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", "auto")
+    sent = _count_obstore_gets(monkeypatch)
+    store = FsspecStore.from_url(f"{endpoint}/data", storage_options={"skip_instance_cache": True})
+    bench_remote.take_stats(endpoint)
+    got, ranges = _reads(store)
+    assert got == {f"k{i}": bytes(range(i, i + 10)) for i in range(3)}
+    assert ranges == [bytes([9, 10]), bytes([2, 3, 4]), bytes(range(4, 10)), bytes([8, 9]), None]
+    assert sorted(read[0].rsplit("/", 1)[-1] for read in sent) == ["k0", "k0", "k1", "k2", "missing"]  # the ranges
+    assert bench_remote.take_stats(endpoint)["requests"] == 9
+
+
 def test_http_array_reads_through_obstore(served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
     root, endpoint = served
     data = np.arange(64 * 48, dtype="f4").reshape(64, 48)

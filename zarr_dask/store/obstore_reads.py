@@ -57,6 +57,10 @@ _LOCK = threading.Lock()
 #: Kinds ``auto`` leaves on fsspec (``obstore`` opts in): none. S3 was here until its racing-appends failure was
 #: found to be the test's 0.6 s lease TTL under load, with either transport (docs/design/remote-io.md).
 _AUTO: frozenset[str] = frozenset()
+#: Kinds whose whole-object reads ``auto`` leaves on fsspec (their ranged reads go through obstore): HTTP, where
+#: fsspec's plain aiohttp GET of a whole 1 MiB chunk was faster in every quiet run of bench_remote (0.515-0.525 s
+#: vs 0.567-0.593 s for 256 chunks) and obstore's ranged reads of shards were faster (0.466-0.489 vs 0.595-0.611 s).
+_AUTO_RANGES_ONLY: frozenset[str] = frozenset({"http"})
 #: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
 #: uses obstore after its parent did hangs), so a forked child reads through fsspec.
 _FIRST_USE_PID: int | None = None
@@ -317,6 +321,10 @@ def read_through_obstore(
     transport = obstore_reads(fs) if fs.async_impl else None
     if transport is None:
         return {}
+    if transport.kind in _AUTO_RANGES_ONLY and config.get("remote_transport") == "auto":
+        reads = [read for read in reads if read[1] is not None or read[2] is not None]
+        if not reads:
+            return {}
     from fsspec.asyn import get_loop, sync
 
     from zarr_dask.store import requests
