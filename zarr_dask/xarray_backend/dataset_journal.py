@@ -88,8 +88,26 @@ def run_id(identity: tuple[Any, ...], store: Store, path: str, resume: bool | st
     """
     from dask.base import tokenize
 
-    data = (resume, *identity[1:]) if isinstance(resume, str) else identity
+    first = identity[0]
+    content = [(p, _content(d)) for p, d in first] if isinstance(first, list) else _content(first)
+    data = (resume, *identity[1:]) if isinstance(resume, str) else (content, *identity[1:])
     return str(tokenize("zarr_dask.resume.dataset", data, store.__dask_tokenize__(), path))
+
+
+def _content(ds: Any) -> Any:
+    """What identifies a dataset's content, without its pandas indexes (tokenizing one imports dask.dataframe,
+    which needs pyarrow with the oldest dask we support): per variable its name, dimensions, attributes and
+    its dask name, or its values as a NumPy array; and the dataset's attributes."""
+    import numpy as np
+
+    def attrs(a: Mapping[Any, Any]) -> list[tuple[str, str]]:
+        return sorted((str(k), repr(v)) for k, v in a.items())
+
+    variables = sorted(ds.variables.items(), key=lambda kv: str(kv[0]))
+    return attrs(ds.attrs), [
+        (str(name), tuple(map(str, v.dims)), attrs(v.attrs), v.data.name if _is_dask(v.data) else np.asarray(v.values))
+        for name, v in variables
+    ]
 
 
 def _is_dask(data: Any) -> bool:
@@ -98,12 +116,13 @@ def _is_dask(data: Any) -> bool:
 
 def plan_token(plans: list[GroupPlan], resume: bool | str) -> str:
     """A token of everything the plans write: group and array documents, actions, regions, data."""
+    import numpy as np
     from dask.base import tokenize
 
     def data(w: Any) -> Any:
         if isinstance(resume, str):
             return f"{resume}/{w.path}"
-        return w.data.name if _is_dask(w.data) else tokenize(w.data)
+        return w.data.name if _is_dask(w.data) else tokenize(np.asarray(w.data))  # (never a pandas index: see _content)
 
     parts = [
         (
