@@ -217,17 +217,29 @@ def test_s3_resume_counts_requests(s3_bucket_url: str, s3_storage_options: dict[
     np.testing.assert_array_equal(zarr_dask.open_array(store)[:], expected)
 
 
-def _kill_client_and_resume(tmp_path: Path, wait_for: int) -> None:
-    url, counter = tmp_path / "a.zarr", tmp_path / "count"
-    env = {**os.environ, "ZD_RESUME_SLEEP": "0.15", "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-m", "tests.graph._resume_job", str(url), str(counter)], env=env, cwd=ROOT)
+def start_job(url: Path, counter: Path, *kind: str, **env: str) -> subprocess.Popen[bytes]:
+    """The job's write (``kind``: see tests/graph/_resume_job.py) in a child process that the test kills."""
+    env = {**os.environ, "ZD_RESUME_SLEEP": "0.15", "PYTHONPATH": str(ROOT), **env}
+    return subprocess.Popen([sys.executable, "-m", "tests.graph._resume_job", str(url), str(counter), *kind], env=env,
+                            cwd=ROOT)  # fmt: skip
+
+
+def kill_once_done(child: subprocess.Popen[bytes], done: Any, wait_for: int) -> set[int]:
+    """SIGKILL ``child`` once ``done()`` (the finished writer tasks) holds ``wait_for`` of them (or the child
+    ended, or 120 s passed); returns what ``done()`` holds then, checked to be part of the write."""
     deadline = time.monotonic() + 120
-    while len(receipts(url)) < wait_for and child.poll() is None and time.monotonic() < deadline:
+    while len(done()) < wait_for and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    finished = receipts(url)
+    finished: set[int] = done()
     assert wait_for <= len(finished) < 12, finished
+    return finished
+
+
+def _kill_client_and_resume(tmp_path: Path, wait_for: int) -> None:
+    url, counter = tmp_path / "a.zarr", tmp_path / "count"
+    finished = kill_once_done(start_job(url, counter), lambda: receipts(url), wait_for)
     before, computed = identities(url), len(job.calls(str(counter)))
     with dask.config.set(scheduler="threads", num_workers=2):
         zarr_dask.to_zarr(job.source(str(counter)), str(url), chunks=job.CHUNKS, resume=True)

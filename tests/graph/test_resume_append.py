@@ -6,12 +6,8 @@ clusters of processes: test_resume_distributed.py."""
 from __future__ import annotations
 
 import logging
-import os
 import random
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +19,7 @@ import pytest
 import zarr_dask
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import Dies
-from tests.graph.test_resume import ROOT, files, identities, settled
+from tests.graph.test_resume import files, identities, kill_once_done, settled, start_job
 from tests.unconditional_store import UnconditionalStore
 from zarr_dask.cli import main
 from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
@@ -142,21 +138,12 @@ def test_resumed_append_logs_what_it_skips(tmp_path: Path, caplog: pytest.LogCap
 
 
 def _child(url: Path, counter: Path, **env: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "ZD_RESUME_SLEEP": "0.15", "PYTHONPATH": str(ROOT), "ZARR_DASK_APPEND_LEASE_TTL": TTL, **env}
-    command = [sys.executable, "-m", "tests.graph._resume_job", str(url), str(counter), "append"]
-    return subprocess.Popen(command, env=env, cwd=ROOT)
+    return start_job(url, counter, "append", **{"ZARR_DASK_APPEND_LEASE_TTL": TTL, **env})
 
 
 def _kill_client_and_resume(tmp_path: Path, wait_for: int) -> None:
     url, counter = _base(tmp_path / "a.zarr"), tmp_path / "count"
-    child = _child(url, counter)
-    deadline = time.monotonic() + 120
-    while len(receipts(url)) < wait_for and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    finished = receipts(url)
-    assert wait_for <= len(finished) < 12, finished
+    finished = kill_once_done(_child(url, counter), lambda: receipts(url), wait_for)
     before, computed = identities(url), len(job.calls(str(counter)))
     with dask.config.set(scheduler="threads", num_workers=2):  # takes the killed run's lease over once it lapses
         assert zarr_dask.append(job.source(str(counter)), str(url), resume=True) == END

@@ -7,11 +7,7 @@ test_resume_dataset_distributed.py."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +21,7 @@ import xarray as xr
 import zarr_dask
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import CHUNKS, ENCODING, SHAPE, TREE_ENCODING, Dies
-from tests.graph.test_resume import files, identities, receipts, settled
+from tests.graph.test_resume import files, identities, kill_once_done, receipts, settled, start_job
 from zarr_dask.errors import ContainsGroupError, UnsupportedFeatureError
 from zarr_dask.graph.journal import JOURNAL_DIR
 from zarr_dask.store import open_store
@@ -298,16 +294,7 @@ def _kill_client_and_resume(tmp_path: Path, kind: str, wait_for: int) -> None:
     url, counter = tmp_path / "a.zarr", tmp_path / "count"
     v_dir = url / "a" / "v" if kind == "tree" else url / "v"
     _older(str(url))
-    env = {**os.environ, "ZD_RESUME_SLEEP": "0.15", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.graph._resume_job", str(url), str(counter), kind]
-    child = subprocess.Popen(cmd, env=env, cwd=ROOT)
-    deadline = time.monotonic() + 120
-    while len(receipts(v_dir)) < wait_for and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    finished = receipts(v_dir)
-    assert wait_for <= len(finished) < 12, finished
+    finished = kill_once_done(start_job(url, counter, kind), lambda: receipts(v_dir), wait_for)
     before, computed = identities(url), len(job.calls(str(counter)))
     with dask.config.set(scheduler="threads", num_workers=2):
         if kind == "tree":
