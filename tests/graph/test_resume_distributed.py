@@ -76,17 +76,22 @@ def _die(
         os.kill(next(iter(client.run(os.getpid).values())), signal.SIGKILL)
     else:  # the task that starts next exits its worker on its call, the N-th
         _order(control, {"sleep": sleep, "exit_at": len(job.calls(str(counter))) + 1})
+    expect_killed_worker(client, future)
+    Path(f"{counter}.ctl").unlink()
+
+
+def expect_killed_worker(client: Any, future: Any) -> None:
+    """Wait for ``future`` (a write that lost a worker) to fail with KilledWorker, release it (else the scheduler
+    keeps the failed keys, and the resumed write gets their error), and wait until the cluster is whole again."""
     try:
         future.result(timeout=120)
         err = None
-    except Exception as e:  # KilledWorker
+    except Exception as e:  # noqa: BLE001 - KilledWorker, checked below
         err = repr(e)
     finally:
-        future.release()  # else the scheduler keeps the failed keys, and the resumed write gets their error
-        del future
+        future.release()
     assert err is not None and "KilledWorker" in err, err
     _idle(client)
-    Path(f"{counter}.ctl").unlink()
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["task-exits-worker", "worker-sigkilled"])

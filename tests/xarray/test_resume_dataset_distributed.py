@@ -18,7 +18,7 @@ from tests.conftest import local_cluster_client
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import ENCODING
 from tests.graph.test_resume import files, identities, receipts, settled
-from tests.graph.test_resume_distributed import _idle, _order
+from tests.graph.test_resume_distributed import _order, expect_killed_worker
 from tests.xarray.test_resume_dataset import _older
 
 pytest.importorskip("distributed")
@@ -44,16 +44,8 @@ def test_worker_exits_then_dataset_resumed(client: Any, tmp_path: Path) -> None:
     while len(receipts(url / "v")) < 3 and not future.done() and time.monotonic() < deadline:
         time.sleep(0.005)
     _order(control, {"sleep": 0.2, "exit_at": len(job.calls(str(counter))) + 1})  # the next block exits its worker
-    try:
-        future.result(timeout=120)
-        err = None
-    except Exception as e:  # noqa: BLE001 - KilledWorker, checked below
-        err = repr(e)
-    finally:
-        future.release()  # else the scheduler keeps the failed keys, and the resumed write gets their error
-        del future
-    assert err is not None and "KilledWorker" in err, err
-    _idle(client)
+    expect_killed_worker(client, future)
+    del future
     control.unlink()
     finished = settled(lambda: receipts(url / "v"))
     assert 0 < len(finished) < 12
