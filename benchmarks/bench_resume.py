@@ -8,8 +8,13 @@ Rows (medians of ``ZD_BENCH_REPEAT`` rounds, default 3, round-robin after a warm
 
 * ``plain``: the whole write without ``resume``;
 * ``tracked``: the whole write with ``resume=True`` (journal: a record, a receipt per task, deleted at the end);
-* ``resumed``: a write with ``resume=True`` killed half way (its upstream fails from the middle block on;
-  not timed), then the same call again: only the resumed run is timed.
+* ``resumed``: a write with ``resume=True`` killed half way (once half of its writer tasks finished, its
+  upstream fails; not timed), then the same call again: only the resumed run is timed.
+
+Each round runs the rows in another order (a row's place in the round changes what the disk and allocator
+left behind for it), and every timed run starts from a quiet machine: what earlier (untimed) runs wrote is flushed to disk first
+(``os.sync``) and a second passes, so no row pays for the write-back of the run before it (the killed run's
+half GiB would otherwise be flushed during the resumed run).
 
 Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
@@ -33,7 +38,6 @@ import os
 import shutil
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from dask.callbacks import Callback
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import scratch  # noqa: E402
@@ -48,13 +53,20 @@ from _common import scratch  # noqa: E402
 import zarr_dask  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
-REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "3"))
+REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
 KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset"
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
-#: while set, blocks fail once this many were produced (a job killed half way); None: nothing fails
+#: while set, blocks fail once this many writer tasks finished (a job killed half way); None: nothing fails
 DIE_AFTER: list[int | None] = [None]
-_PRODUCED = [0]
-_LOCK = threading.Lock()
+_WRITTEN = [0]
+
+
+class CountWriters(Callback):
+    """Counts the writer tasks of a write (keys ``("to-zarr-<token>", i, ...)``) that finished."""
+
+    def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+        if isinstance(key, tuple) and str(key[0]).startswith("to-zarr-") and "-fan-in-" not in str(key[0]):
+            _WRITTEN[0] += 1
 
 
 class Killed(Exception):
@@ -62,12 +74,11 @@ class Killed(Exception):
 
 
 def produce(block_info: Any = None) -> np.ndarray:
-    """One block of the field (deterministic per block), or :class:`Killed` once ``DIE_AFTER`` blocks were."""
+    """One block of the field (deterministic per block), or :class:`Killed` once ``DIE_AFTER`` writer tasks
+    finished."""
     (i, _), shape = block_info[None]["chunk-location"], block_info[None]["chunk-shape"]
-    with _LOCK:
-        _PRODUCED[0] += 1
-        if DIE_AFTER[0] is not None and _PRODUCED[0] > DIE_AFTER[0]:
-            raise Killed(f"block {i}")
+    if DIE_AFTER[0] is not None and _WRITTEN[0] >= DIE_AFTER[0]:
+        raise Killed(f"block {i}")
     rng = np.random.default_rng(i)
     y = np.linspace(i, i + 1, shape[0], dtype="f4")[:, None]
     x = np.linspace(0, 30, shape[1], dtype="f4")[None, :]
@@ -140,16 +151,24 @@ def skipped_fraction(target: Target, x: Any) -> float:
 
 
 def kill_half_way(target: Target, x: Any) -> None:
-    """A resumable write that dies once half of its blocks were produced (most of them land)."""
-    _PRODUCED[0], DIE_AFTER[0] = 0, x.numblocks[0] // 2
+    """A resumable write that dies once half of its writer tasks finished (the blocks produced for the next
+    ones are lost with it)."""
+    _WRITTEN[0], DIE_AFTER[0] = 0, x.numblocks[0] // 2
     try:
-        write(target, x, True)
+        with CountWriters():
+            write(target, x, True)
     except Killed:
         pass
     else:
         raise AssertionError("the killed run finished")
     finally:
         DIE_AFTER[0] = None
+
+
+def quiesce() -> None:
+    """Flush what earlier runs wrote and let the machine settle (untimed)."""
+    os.sync()
+    time.sleep(1)
 
 
 def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
@@ -161,10 +180,13 @@ def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
     url, options = target.url, target.options
     with dask.config.set(scheduler="threads", num_workers=2):
         for r in range(repeat + 1):
-            for row in times:
+            rows = list(times)
+            for row in rows[r % len(rows) :] + rows[: r % len(rows)]:  # round 0: plain first (the reference)
                 target.reset()
                 if row == "resumed":
                     kill_half_way(target, x)
+                quiesce()
+                if row == "resumed":
                     skipped.append(skipped_fraction(target, x))
                 t0 = time.perf_counter()
                 write(target, x, row != "plain")
