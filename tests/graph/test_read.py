@@ -140,13 +140,13 @@ def test_one_batched_store_call_per_block(memory_url: str, inline_array: bool) -
     a[:] = np.arange(1600, dtype="i2").reshape(40, 40)
     x = zarr_dask.from_zarr(a, chunks=(20, 40), inline_array=inline_array)
     counter = CallCounter()
-    original = type(store).get_many
+    original = type(store).get_many_into  # what decoders read through
     try:
-        type(store).get_many = counter.wrap(original)  # type: ignore[method-assign]
+        type(store).get_many_into = counter.wrap(original)  # type: ignore[method-assign]
         store.counters.reset()
         block = x.blocks[1, 0].compute(scheduler="sync")
     finally:
-        type(store).get_many = original  # type: ignore[method-assign]
+        type(store).get_many_into = original  # type: ignore[method-assign]
     np.testing.assert_array_equal(block, np.arange(1600, dtype="i2").reshape(40, 40)[20:])
     assert counter.calls == 1  # the block's 32 chunks in one batched call
     assert store.counters.snapshot()["get"] == 32
@@ -248,9 +248,9 @@ def test_sharded_block_reads_each_index_once_and_coalesces(memory_url: str) -> N
     with pytest.warns(PerformanceWarning):
         x = zarr_dask.from_zarr(a, chunks=(32, 64))
     counter = CallCounter()
-    original = type(store).get_ranges
+    original = type(store).get_ranges_into  # what decoders read through
     try:
-        type(store).get_ranges = counter.wrap(original)  # type: ignore[method-assign]
+        type(store).get_ranges_into = counter.wrap(original)  # type: ignore[method-assign]
         with store.counters.counting() as one_shard:
             np.testing.assert_array_equal(x.blocks[2, 1].compute(scheduler="sync"), data[64:96, 64:128])
         assert one_shard["get"] == 0 and one_shard["get_range"] == 2  # the index, then one coalesced range
@@ -263,7 +263,7 @@ def test_sharded_block_reads_each_index_once_and_coalesces(memory_url: str) -> N
         assert two_shards["get"] == 0 and two_shards["get_range"] == 2 + 2  # an index and a range per shard
         assert counter.calls == 2  # one batched call for the indexes, one for the data
     finally:
-        type(store).get_ranges = original  # type: ignore[method-assign]
+        type(store).get_ranges_into = original  # type: ignore[method-assign]
 
 
 def test_block_memory_is_recycled_and_views_keep_it() -> None:

@@ -61,7 +61,7 @@ def test_http_reads_and_request_counts_match_fsspec(
     assert stats["requests"] == 9  # one GET per key and per range, with either transport
 
 
-def test_auto_sends_http_ranges_through_obstore_and_whole_objects_through_fsspec(
+def test_auto_sends_http_range_calls_through_obstore_and_whole_objects_through_fsspec(
     served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, endpoint = served
@@ -74,6 +74,28 @@ def test_auto_sends_http_ranges_through_obstore_and_whole_objects_through_fsspec
     assert ranges == [bytes([9, 10]), bytes([2, 3, 4]), bytes(range(4, 10)), bytes([8, 9]), None]
     assert sorted(read[0].rsplit("/", 1)[-1] for read in sent) == ["k0", "k0", "k1", "k2", "missing"]  # the ranges
     assert bench_remote.take_stats(endpoint)["requests"] == 9
+    sent.clear()  # a whole key asked of get_ranges (a whole shard) goes through obstore too
+    assert store.get_ranges([("k1", None, None)]) == [bytes(range(1, 11))] and len(sent) == 1
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_reads_for_decoders_are_not_copied_into_bytes(
+    served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, transport: str
+) -> None:
+    """``get_many_into`` / ``get_ranges_into`` (what decoders read) take obstore's buffers as they are; the
+    same values and requests as ``get_many`` / ``get_ranges``, which still return ``bytes``."""
+    _, endpoint = served
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", transport)
+    store = FsspecStore.from_url(f"{endpoint}/data", storage_options={"skip_instance_cache": True})
+    keys, requests = ["k0", "k1", "missing"], [("k1", -2, None), ("k2", None, None), ("missing", 0, 2)]
+    bench_remote.take_stats(endpoint)
+    many, ranges = store.get_many_into(keys, None), store.get_ranges_into(requests, None)
+    sent = bench_remote.take_stats(endpoint)["requests"]
+    assert {k: bytes(v) for k, v in many.items()} == store.get_many(keys)
+    assert [None if v is None else bytes(v) for v in ranges] == store.get_ranges(requests)
+    assert bench_remote.take_stats(endpoint)["requests"] == sent
+    kinds = {type(v).__name__ for v in [*many.values(), *ranges] if v is not None}
+    assert kinds == ({"Bytes"} if transport == "obstore" else {"bytes"})
 
 
 def test_http_array_reads_through_obstore(served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,9 +249,9 @@ def _count_obstore_gets(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]
     sent: list[tuple[Any, ...]] = []
     real = ObstoreReads.get
 
-    def get(self: ObstoreReads, *read: Any) -> Any:
+    def get(self: ObstoreReads, *read: Any, **options: Any) -> Any:
         sent.append(read)
-        return real(self, *read)
+        return real(self, *read, **options)
 
     monkeypatch.setattr(ObstoreReads, "get", get)
     return sent
@@ -302,3 +324,51 @@ def test_azure_options_map_to_obstore_config() -> None:
                                              "sas_key": "sv=1&sig=a%3D"}  # fmt: skip
     assert config(account_name="acc", anon=True) == {"account_name": "acc", "skip_signature": True}
     assert config(account_name="acc", account_key="a2V5") == {"account_name": "acc", "account_key": "a2V5"}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_a_dask_task_decodes_remote_groups_as_they_arrive(
+    served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, transport: str, sharded: bool
+) -> None:
+    """A dask task reading many remote storage units fetches them in groups at once and decodes each group as
+    it arrives (``fetch_ahead``): the same data and requests as one batched call; a missing unit is the fill
+    value, a corrupt one fails the read naming its key; the task's thread decodes, the fetch threads wait."""
+    import dask
+
+    from zarr_dask.core import batches
+    from zarr_dask.errors import ChunkDecodeError
+
+    root, endpoint = served
+    monkeypatch.setenv("ZARR_DASK_REMOTE_TRANSPORT", transport)
+    name = f"ahead-{transport}-{sharded}.zarr"
+    data = np.arange(96 * 40, dtype="f4").reshape(96, 40)
+    extra = {"shards": (16, 20)} if sharded else {}
+    local = zarr_dask.create_array(str(root / name), shape=data.shape, dtype="f4", chunks=(8, 10), fill_value=-1, **extra)
+    local[:] = data
+    unit = (16, 20) if sharded else (8, 10)
+    first = "c/0/0"
+    (root / name / first).unlink()  # a missing unit: the fill value
+    want = data.copy()
+    want[: unit[0], : unit[1]] = -1
+    groups: list[int] = []
+    real = batches.fetch_ahead
+
+    def counting(fetch: Any, items: Any) -> Any:
+        for group, got in real(fetch, items):
+            groups.append(len(group))
+            yield group, got
+
+    monkeypatch.setattr("zarr_dask.core.chunk_io.fetch_ahead", counting)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        x = zarr_dask.from_zarr(f"{endpoint}/{name}", chunks=data.shape)  # one task reads every unit
+        bench_remote.take_stats(endpoint)
+        assert np.array_equal((x + 0).compute(), want)
+        requests = bench_remote.take_stats(endpoint)["requests"]
+    units = (96 // unit[0]) * (40 // unit[1])
+    size = -(-units // batches.AHEAD_GROUPS)
+    assert sum(groups) == units and len(groups) == -(-units // size) > 1
+    assert requests == units  # one GET per unit (a whole shard, as one batched call would send)
+    (root / name / "c/1/1").write_bytes(b"not zstd")
+    with dask.config.set(scheduler="threads", num_workers=1), pytest.raises(ChunkDecodeError, match="c/1/1"):
+        (zarr_dask.from_zarr(f"{endpoint}/{name}", chunks=data.shape) + 0).compute()

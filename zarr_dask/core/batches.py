@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, TypeVar
 
 from zarr_dask import config
 
-__all__ = ["io_threads", "remote_plan", "run_batches", "shutdown_pool", "thread_pool"]
+__all__ = ["fetch_ahead", "io_threads", "remote_plan", "run_batches", "shutdown_pool", "thread_pool"]
 
 _POOL_LOCK = threading.Lock()
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def io_threads() -> int:
@@ -36,7 +38,10 @@ def io_threads() -> int:
 
 
 _POOLS: dict[tuple[str, int], ThreadPoolExecutor] = {}
-_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote")
+_WORKER_PREFIXES = ("zarr_dask_io", "zarr_dask_read", "zarr_dask_remote", "zarr_dask_fetch")
+#: Groups :func:`fetch_ahead` splits a read into (the first is decoded once about 1/AHEAD_GROUPS has arrived),
+#: and the threads that wait on them (they only wait: the requests run on the event loop of the store).
+AHEAD_GROUPS, AHEAD_THREADS = 8, 32
 
 
 def thread_pool(kind: str, threads: int | None = None) -> ThreadPoolExecutor:
@@ -76,6 +81,32 @@ def remote_plan(keys: int, threads: int) -> tuple[int, int]:
     step = max(1, min(-(-keys // (4 * threads)), limit // (2 * threads) or 1))
     batches = -(-keys // step)
     return max(1, min(batches, max(threads, -(-limit // step)))), step
+
+
+def fetch_ahead(fetch: Callable[[Sequence[T]], R], items: Sequence[T]) -> Iterator[tuple[Sequence[T], R]]:
+    """``(group, fetch(group))`` for up to :data:`AHEAD_GROUPS` contiguous groups of ``items``, in the order the
+    fetches finish: every group's fetch starts at once (threads of the ``"fetch"`` pool, which only wait on the
+    store), so the caller decodes what has arrived while the rest is in flight. The same requests as one
+    ``fetch(items)``, as many in flight (each fetch takes its slots of the request budget). A fetch that
+    raises ends the iteration with its error; fetches not started by then are dropped.
+
+    >>> sorted(got for _, got in fetch_ahead(lambda g: [x * 2 for x in g], range(20)))[:3]
+    [[0, 2, 4], [6, 8, 10], [12, 14, 16]]
+    """
+    n = len(items)
+    if n <= 1:
+        if n:
+            yield items, fetch(items)
+        return
+    size = -(-n // AHEAD_GROUPS)
+    pool = thread_pool("fetch", AHEAD_THREADS)
+    futures = {pool.submit(fetch, items[i : i + size]): items[i : i + size] for i in range(0, n, size)}
+    try:
+        for done in as_completed(futures):
+            yield futures[done], done.result()
+    finally:
+        for future in futures:
+            future.cancel()
 
 
 def run_batches(

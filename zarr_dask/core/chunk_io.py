@@ -36,7 +36,7 @@ from zarr_dask.codecs.shard_access import (
     write_shard,
 )
 from zarr_dask.codecs.sharding import ShardingCodec
-from zarr_dask.core.batches import io_threads, run_batches
+from zarr_dask.core.batches import fetch_ahead, io_threads, run_batches
 from zarr_dask.core.indexing import ChunkProjection, DimSelection, chunk_projections
 from zarr_dask.core.key_writes import is_fill, write_keys
 from zarr_dask.core.lease import Fence
@@ -52,12 +52,14 @@ from zarr_dask.spec.chunk_grid import RegularDimGrid
 from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
-from zarr_dask.store.arena import read_arena
+from zarr_dask.store.arena import ReadArena, read_arena
 from zarr_dask.store.uploads import WriteBehind
 
 _log = logging.getLogger("zarr_dask.core")
 #: ``(shard coords, inner chunks touched, the selection covers the whole shard)``
 ShardUnit = tuple[tuple[int, ...], list[InnerPart], bool]
+#: what :meth:`ChunkIO._fetch_shards` fetched: the shards' reads, the ranges each still wanted, their bytes
+ShardsFetched = tuple[list[ShardRead], list[list[tuple[str, int | None, int | None]]], list[Any]]
 _SCRATCH = threading.local()
 #: Bytes per store call on stores without batched I/O (local files, memory): small batches keep the stored
 #: bytes in cache between reading and decoding (big chunks go one at a time, tiny ones in hundreds).
@@ -240,18 +242,31 @@ class ChunkIO:
         units: list[ShardUnit] = []
         piece = max(1, LOCAL_SHARD_PIECE_BYTES // (math.prod(inner) * self.dtype.itemsize))
         for p in projections:
-            parts = inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords))
+            unit = self._shard_unit(p)
+            parts = unit[1]
             if self.store.batched_io or len(parts) <= piece:
-                units.append((p.coords, parts, p.complete))
+                units.append(unit)
                 continue
             for i in range(0, len(parts), piece):  # local files, memory: piece by piece, fetched then decoded
                 self.read_shard_units(out, [(p.coords, parts[i : i + piece], False)])
         if units:
             self.read_shard_units(out, units)
 
+    def _shard_unit(self, p: ChunkProjection) -> ShardUnit:
+        """The inner chunks of the shard ``p`` selects, as ``(shard coords, parts, complete)``."""
+        assert self.sharding is not None
+        parts = inner_parts(p.chunk_sel, p.out_sel, self.sharding.chunk_shape, self._data_shape(p.coords))
+        return p.coords, parts, p.complete
+
     def read_shard_units(self, out: np.ndarray[Any, Any], units: Sequence[ShardUnit]) -> None:
         """Read the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` into ``out``: one batched
         call for the indexes (or whole shards), one for the inner chunks' coalesced byte ranges."""
+        with read_arena() as arena:  # the fetched bytes live until decoded: reuse memory, no page faults
+            self._decode_shards(out, units, self._fetch_shards(units, arena))
+
+    def _fetch_shards(self, units: Sequence[ShardUnit], arena: ReadArena | None) -> ShardsFetched:
+        """The I/O of :meth:`read_shard_units` (``arena``: where a store may place the bytes; None: not in an
+        arena, for a fetch in another thread)."""
         reads = [
             ShardRead.create(
                 self.chunk_key(coords),
@@ -263,22 +278,25 @@ class ChunkIO:
             )
             for coords, parts, complete in units
         ]
-        with read_arena() as arena:  # the fetched bytes live until decoded: reuse memory, no page faults
-            first = self.store.get_ranges_into([r.first_request() for r in reads], arena)
-            wanted: list[list[tuple[str, int | None, int | None]]] = []
-            for r, got in zip(reads, first, strict=True):
-                try:
-                    wanted.append(r.plan(got))
-                except ZarrDaskError as e:
-                    raise self._shard_error(r.key, e) from e
-            fetched = self.store.get_ranges_into([q for w in wanted for q in w], arena) if any(wanted) else []
-            pos = 0
-            for r, w, (coords, _, _) in zip(reads, wanted, units, strict=True):
-                try:
-                    r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(coords))
-                except ZarrDaskError as e:
-                    raise self._shard_error(r.key, e) from e
-                pos += len(w)
+        get = self.store.get_ranges_into
+        first = get([r.first_request() for r in reads], arena)
+        wanted: list[list[tuple[str, int | None, int | None]]] = []
+        for r, got in zip(reads, first, strict=True):
+            try:
+                wanted.append(r.plan(got))
+            except ZarrDaskError as e:
+                raise self._shard_error(r.key, e) from e
+        return reads, wanted, get([q for w in wanted for q in w], arena) if any(wanted) else []
+
+    def _decode_shards(self, out: np.ndarray[Any, Any], units: Sequence[ShardUnit], got: ShardsFetched) -> None:
+        reads, wanted, fetched = got
+        pos = 0
+        for r, w, (coords, _, _) in zip(reads, wanted, units, strict=True):
+            try:
+                r.decode_into(out, fetched[pos : pos + len(w)], self._scratch, self._inner_batch(coords))
+            except ZarrDaskError as e:
+                raise self._shard_error(r.key, e) from e
+            pos += len(w)
 
     def _inner_batch(self, coords: tuple[int, ...]) -> BatchDecode | None:
         """The native reader's batch decode for the inner chunks of the shard at ``coords``, when it decodes
@@ -441,19 +459,39 @@ class ChunkIO:
     def _read_chunks(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
         keys = [self.chunk_key(p.coords) for p in projections]
         with read_arena() as arena:
-            got = self.store.get_many_into(keys, arena)
-            if self._native_codec is not None:  # fetched bytes (a remote store): decoded in place, GIL released once
-                codec, fill, shape = self._native_codec
-                sources = [got.get(k) for k in keys]
-                left = native.decode_chunks(sources, list(projections), _items(out), shape, codec, fill,
-                                            self._scratch(shape))  # fmt: skip
-                keys, projections = [keys[i] for i in left], [projections[i] for i in left]
-            for key, p in zip(keys, projections, strict=True):
-                data = got.get(key)
-                if data is None:
-                    out[p.out_sel] = self.fill
-                else:
-                    self.decode_chunk_into(key, data, p, out)
+            self._decode_chunks(out, projections, self.store.get_many_into(keys, arena))
+
+    def _decode_chunks(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], got: Any) -> None:
+        """Decode the fetched values ``got`` (by key) of ``projections`` into ``out`` (fill where missing)."""
+        keys = [self.chunk_key(p.coords) for p in projections]
+        if self._native_codec is not None:  # fetched bytes (a remote store): decoded in place, GIL released once
+            codec, fill, shape = self._native_codec
+            sources = [got.get(k) for k in keys]
+            left = native.decode_chunks(sources, list(projections), _items(out), shape, codec, fill,
+                                        self._scratch(shape))  # fmt: skip
+            keys, projections = [keys[i] for i in left], [projections[i] for i in left]
+        for key, p in zip(keys, projections, strict=True):
+            data = got.get(key)
+            if data is None:
+                out[p.out_sel] = self.fill
+            else:
+                self.decode_chunk_into(key, data, p, out)
+
+    def _read_ahead(self, out: np.ndarray[Any, Any], projections: Sequence[ChunkProjection]) -> None:
+        """A remote read in the calling thread (a dask task's): the storage units' fetches all start at once, in
+        groups (:func:`~zarr_dask.core.batches.fetch_ahead`), and each group is decoded here as soon as it has
+        arrived, while the others are still on the way; the same requests as one batched call."""
+        if self.sharding is not None:
+            units = [self._shard_unit(p) for p in projections]
+            for shards, got in fetch_ahead(lambda us: self._fetch_shards(us, None), units):
+                self._decode_shards(out, shards, got)
+            return
+
+        def fetch(batch: Sequence[ChunkProjection]) -> dict[str, Any]:
+            return self.store.get_many_into([self.chunk_key(p.coords) for p in batch], None)
+
+        for batch, values in fetch_ahead(fetch, projections):
+            self._decode_chunks(out, batch, values)
 
     def read(self, dims: Sequence[DimSelection], *, threads: int | None = None) -> np.ndarray[Any, Any]:
         """Read a normalised selection (full rank, increasing order along each axis)."""
@@ -489,6 +527,9 @@ class ChunkIO:
         """:meth:`read_into` over the batches of ``projections`` (storage units): in the calling thread with
         ``threads=1`` (what a dask task does), else in parallel (:func:`run_batches`; ``pool`` for local
         stores, default the shared I/O pool)."""
+        if (io_threads() if threads is None else threads) <= 1 and self.store.fetches_wait and len(projections) > 1:
+            self._read_ahead(out, projections)
+            return
         self._run(lambda batch: self.read_into(out, batch), projections, threads, pool)
 
     def _run(

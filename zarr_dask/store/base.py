@@ -60,6 +60,10 @@ class Store(ABC):
     #: True when one batched call for many keys beats many calls (remote stores fan a batch out
     #: concurrently); False for stores where a call costs no round trip (local files, memory).
     batched_io: bool = True
+    #: True when a batched call's requests wait on the network (fsspec's asynchronous filesystems: HTTP, S3,
+    #: GCS, Azure): a read in one thread may then fetch its keys in groups at once and decode each group as it
+    #: arrives (:func:`~zarr_dask.core.batches.fetch_ahead`) instead of after the whole batch.
+    fetches_wait: bool = False
     #: ``os.open`` flags for :meth:`read_paths` (stores with files only).
     read_flags: int = 0
 
@@ -119,13 +123,16 @@ class Store(ABC):
         list of bytes or None
         """
 
-    def get_many_into(self, keys: Sequence[str], arena: ReadArena) -> dict[str, Buffer]:
-        """Like :meth:`get_many`, but a store may place the values in memory taken from ``arena`` (valid
-        only inside the caller's ``with read_arena()`` block, like :meth:`get_ranges_into`)."""
+    def get_many_into(self, keys: Sequence[str], arena: ReadArena | None) -> dict[str, Buffer]:
+        """Like :meth:`get_many`, for decoders: a store may place the values in memory taken from ``arena``
+        (valid only inside the caller's ``with read_arena()`` block, like :meth:`get_ranges_into`; None: not
+        in an arena, e.g. a fetch in another thread), or return buffers of its transport that are not
+        ``bytes`` (any object with the buffer protocol)."""
         return dict(self.get_many(keys))
 
-    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena) -> list[Buffer | None]:
-        """Like :meth:`get_ranges`, but a store may place the bytes in memory taken from ``arena``.
+    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena | None) -> list[Buffer | None]:
+        """Like :meth:`get_ranges`, for decoders: a store may place the bytes in memory taken from ``arena``
+        (None: not in an arena), or return buffers of its transport that are not ``bytes``.
 
         The results are only valid inside the caller's ``with read_arena()`` block: use them (decode them)
         there and keep nothing that refers to them. Stores that cannot read into memory they did not

@@ -14,6 +14,7 @@ from fsspec.spec import AbstractFileSystem
 from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
+from zarr_dask.store.arena import ReadArena
 from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
 from zarr_dask.store.fsspec_setup import (
     BUCKETED,
@@ -148,14 +149,27 @@ class FsspecStore(Store):
         self.counters.add(bytes_read=len(value))
         return value
 
+    @property
+    def fetches_wait(self) -> bool:  # type: ignore[override]
+        """True on asynchronous filesystems (requests in flight at once on fsspec's loop)."""
+        return bool(self.fs.async_impl)
+
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist, in one ``fs.cat`` (concurrent on async filesystems), or
         one obstore GET each where reads go through obstore (:mod:`zarr_dask.store.obstore_reads`)."""
+        return self._get_many(keys, raw=False)
+
+    def get_many_into(self, keys: Sequence[str], arena: ReadArena | None) -> dict[str, Buffer]:
+        """:meth:`get_many` for decoders: a value obstore fetched is its own buffer, not copied into ``bytes``
+        (``arena`` is not used)."""
+        return self._get_many(keys, raw=True)
+
+    def _get_many(self, keys: Sequence[str], raw: bool) -> dict[str, Any]:
         by_path = {self._path(key): key for key in keys}
         if not by_path:
             return {}
         self.counters.add(get=len(by_path))
-        through_obstore = read_through_obstore(self.fs, self.url, [(p, None, None) for p in by_path])
+        through_obstore = read_through_obstore(self.fs, self.url, [(p, None, None) for p in by_path], raw=raw)
         results: dict[str, Any] = {read[0]: value for read, value in through_obstore.items()}
         rest = [path for path in by_path if path not in results]
         try:
@@ -171,7 +185,7 @@ class FsspecStore(Store):
                 continue
             if isinstance(value, BaseException):
                 raise self._error("read", key, value) from value
-            found[key] = bytes(value)
+            found[key] = value if raw else bytes(value)
         self.counters.add(bytes_read=sum(map(len, found.values())))
         return found
 
@@ -189,11 +203,19 @@ class FsspecStore(Store):
         ``end``) cost one extra ``fs.size`` call each; empty ranges are sent as one-byte probes so that
         missing keys still give None.
         """
+        return self._get_ranges(requests, raw=False)
+
+    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena | None) -> list[Buffer | None]:
+        """:meth:`get_ranges` for decoders: a range obstore fetched is its own buffer, not copied into
+        ``bytes`` (``arena`` is not used)."""
+        return self._get_ranges(requests, raw=True)
+
+    def _get_ranges(self, requests: Sequence[ByteRange], raw: bool) -> list[Any]:
         plans = [self._plan_range(key, start, end) for key, start, end in requests]
         to_fetch = [plan for plan in plans if isinstance(plan, _RangePlan)]
         self.counters.add(get_range=len(plans))
         if to_fetch:
-            self._fetch_ranges(to_fetch)
+            self._fetch_ranges(to_fetch, raw)
         out = [plan.result() if isinstance(plan, _RangePlan) else plan for plan in plans]
         self.counters.add(bytes_read=sum(len(v) for v in out if v is not None))
         return out
@@ -225,9 +247,11 @@ class FsspecStore(Store):
             return _RangePlan(key, path, start or 0, (start or 0) + 1, empty=True)
         return _RangePlan(key, path, start, end)
 
-    def _fetch_ranges(self, plans: list[_RangePlan]) -> None:
-        """One ``cat_ranges`` call for all plans; results are stored on the plans."""
-        done = read_through_obstore(self.fs, self.url, [(plan.path, plan.start, plan.end) for plan in plans])
+    def _fetch_ranges(self, plans: list[_RangePlan], raw: bool = False) -> None:
+        """One ``cat_ranges`` call for all plans (``raw``: see :meth:`get_ranges_into`); results are stored on
+        the plans."""
+        reads = [(plan.path, plan.start, plan.end) for plan in plans]
+        done = read_through_obstore(self.fs, self.url, reads, ranges=True, raw=raw)
         for plan in plans:
             if (plan.path, plan.start, plan.end) in done:
                 plan.value = done[(plan.path, plan.start, plan.end)]

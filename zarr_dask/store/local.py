@@ -104,9 +104,9 @@ class LocalStore(Store):
         self.counters.add(get_range=len(out), bytes_read=sum(len(v) for v in out if v is not None))
         return out
 
-    def get_many_into(self, keys: Sequence[str], arena: ReadArena) -> dict[str, Buffer]:
+    def get_many_into(self, keys: Sequence[str], arena: ReadArena | None) -> dict[str, Buffer]:
         """Read whole files into ``arena`` memory (``preadv``)."""
-        if not hasattr(os, "preadv"):
+        if not hasattr(os, "preadv") or arena is None:
             return dict(self.get_many(keys))
         found: dict[str, Buffer] = {}
         nbytes = 0
@@ -144,9 +144,9 @@ class LocalStore(Store):
         existing = self._existing_path
         return [existing(key) for key in keys]
 
-    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena) -> list[Buffer | None]:
+    def get_ranges_into(self, requests: Sequence[ByteRange], arena: ReadArena | None) -> list[Buffer | None]:
         """Read byte ranges into ``arena`` memory (``preadv``); each file is opened once."""
-        if not hasattr(os, "preadv"):
+        if not hasattr(os, "preadv") or arena is None:
             return list(self.get_ranges(requests))
         out: list[Buffer | None] = []
         nbytes = 0

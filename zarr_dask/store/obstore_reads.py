@@ -57,9 +57,11 @@ _LOCK = threading.Lock()
 #: Kinds ``auto`` leaves on fsspec (``obstore`` opts in): none. S3 was here until its racing-appends failure was
 #: found to be the test's 0.6 s lease TTL under load, with either transport (docs/design/remote-io.md).
 _AUTO: frozenset[str] = frozenset()
-#: Kinds whose whole-object reads ``auto`` leaves on fsspec (their ranged reads go through obstore): HTTP, where
-#: fsspec's plain aiohttp GET of a whole 1 MiB chunk was faster in every quiet run of bench_remote (0.515-0.525 s
-#: vs 0.567-0.593 s for 256 chunks) and obstore's ranged reads of shards were faster (0.466-0.489 vs 0.595-0.611 s).
+#: Kinds whose ``get_many`` reads (whole keys: chunks, documents) ``auto`` leaves on fsspec, while their
+#: ``get_ranges`` reads (shards: indexes, inner ranges, whole shards) go through obstore: HTTP, where fsspec's
+#: plain aiohttp GET of a whole 1 MiB chunk was faster in every quiet run of bench_remote (0.515-0.525 s vs
+#: 0.567-0.593 s for 256 chunks; session 11, without copying obstore's bodies: 0.490 vs 0.505 s) and obstore's
+#: reads of 16 MiB shards were faster (0.466-0.489 vs 0.595-0.611 s; session 11, whole shards: 0.400 vs 0.458 s).
 _AUTO_RANGES_ONLY: frozenset[str] = frozenset({"http"})
 #: The process that first made obstore reads: obstore's runtime threads do not survive a fork (a child that
 #: uses obstore after its parent did hangs), so a forked child reads through fsspec.
@@ -95,12 +97,15 @@ class ObstoreReads:
             await credentials.refresh()
         return store
 
-    def get(self, path: str, start: int | None = None, end: int | None = None) -> Coroutine[Any, Any, Any]:
+    def get(
+        self, path: str, start: int | None = None, end: int | None = None, raw: bool = False
+    ) -> Coroutine[Any, Any, Any]:
         """A coroutine reading ``path[start:end]`` (``None`` bounds: from the start / to the end; a negative
-        ``start`` without ``end``: the last ``-start`` bytes): the bytes, None if missing, or the exception."""
-        return self._get(path, start, end)
+        ``start`` without ``end``: the last ``-start`` bytes): the bytes, None if missing, or the exception.
+        ``raw``: obstore's own buffer (``obstore.Bytes``, the buffer protocol) instead of a copy into ``bytes``."""
+        return self._get(path, start, end, raw)
 
-    async def _get(self, path: str, start: int | None, end: int | None) -> Any:
+    async def _get(self, path: str, start: int | None, end: int | None, raw: bool = False) -> Any:
         import obstore
         from obstore.exceptions import NotFoundError
 
@@ -117,7 +122,8 @@ class ObstoreReads:
             elif start:
                 options["range"] = {"offset": start}
             result = await obstore.get_async(store, key, options=options or None)  # type: ignore[arg-type]
-            return bytes(await result.bytes_async())
+            body = await result.bytes_async()
+            return body if raw else bytes(body)
         except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
             return None
         except Exception as exc:  # noqa: BLE001 - returned for the store to send through fsspec, as on_error="return" does
@@ -313,15 +319,17 @@ class _Credentials:
 
 
 def read_through_obstore(
-    fs: Any, url: str, reads: list[tuple[str, int | None, int | None]]
+    fs: Any, url: str, reads: list[tuple[str, int | None, int | None]], ranges: bool = False, raw: bool = False
 ) -> dict[tuple[Any, ...], Any]:
     """``{(path, start, end): bytes or None (missing)}`` for the reads of ``fs`` that obstore made (none where
     its reads stay on fsspec); a read that failed in obstore is left out, for fsspec to send (so every error a
-    user sees is fsspec's own). Runs on fsspec's loop under the process's request budget."""
+    user sees is fsspec's own). ``ranges``: the reads of a ``get_ranges`` call (see ``_AUTO_RANGES_ONLY``);
+    ``raw``: values may be obstore's buffers (for decoders), not ``bytes``. Runs on fsspec's loop under the
+    process's request budget."""
     transport = obstore_reads(fs) if fs.async_impl else None
     if transport is None:
         return {}
-    if transport.kind in _AUTO_RANGES_ONLY and config.get("remote_transport") == "auto":
+    if transport.kind in _AUTO_RANGES_ONLY and not ranges and config.get("remote_transport") == "auto":
         reads = [read for read in reads if read[1] is not None or read[2] is not None]
         if not reads:
             return {}
@@ -334,7 +342,7 @@ def read_through_obstore(
         if not reads:
             return {}
     with requests.slots(len(reads)) as n:
-        values = sync(get_loop(), requests.gather, [transport.get(*read) for read in reads], n)
+        values = sync(get_loop(), requests.gather, [transport.get(*read, raw=raw) for read in reads], n)
     out = {read: value for read, value in zip(reads, values, strict=True) if not isinstance(value, BaseException)}
     if len(out) < len(reads):
         failed = len(reads) - len(out)
