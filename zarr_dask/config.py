@@ -154,7 +154,8 @@ KNOBS: dict[str, Knob] = {
              "requests to remote stores (fsspec, S3) in flight at once per process, over all threads and arrays"),
         Knob("remote_transport", _transport, "auto", "auto, fsspec or obstore",
              "what sends reads of `http(s)://`, `s3://`, `gs://` and `az://` stores: `auto` = obstore for S3, GCS, "
-             "Azure Blob and HTTP(S) byte ranges (shards; whole HTTP objects stay on fsspec, faster there) where it "
+             "Azure Blob and HTTP(S) shard reads (indexes, ranges, whole shards; HTTP chunks and documents stay on "
+             "fsspec, faster there) where it "
              "is installed and can reproduce the filesystem's requests, else fsspec; "
              "`obstore` = always (an error where it cannot); `fsspec` = never obstore"),
         Knob("s3_direct_put", parse_bool, True, "boolean",

@@ -8,7 +8,6 @@ import calendar
 import hashlib
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import dask
 import numpy as np
 import pytest
+from crc32c import crc32c
 
 import zarr_dask
 from zarr_dask.errors import StoreError
@@ -29,11 +29,11 @@ from botocore.credentials import Credentials  # noqa: E402
 
 def _botocore_headers(url: str, body: bytes, *, token: str | None, unsigned: bool) -> dict[str, str]:
     """What botocore's own S3 signer sends for this PUT (the oracle)."""
-    checksum = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
-    request = AWSRequest(method="PUT", url=url, data=body, headers={"x-amz-checksum-crc32": checksum})
+    checksum = base64.b64encode(crc32c(body).to_bytes(4, "big")).decode()
+    request = AWSRequest(method="PUT", url=url, data=body, headers={"x-amz-checksum-crc32c": checksum})
     if unsigned:  # what botocore's PutObject context says on https with a checksum header
         request.context["has_streaming_input"] = True
-        request.context["checksum"] = {"request_algorithm": {"in": "header", "name": "x-amz-checksum-crc32"}}
+        request.context["checksum"] = {"request_algorithm": {"in": "header", "name": "x-amz-checksum-crc32c"}}
     botocore_auth.S3SigV4Auth(Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", token), "s3", "eu-west-3").add_auth(request)
     return dict(request.headers.items())
 
@@ -53,7 +53,7 @@ def test_signature_is_botocores(url: str, token: str | None, unsigned: bool) -> 
     now = calendar.timegm(time.strptime(want["X-Amz-Date"], "%Y%m%dT%H%M%SZ"))
     payload = "UNSIGNED-PAYLOAD" if unsigned else hashlib.sha256(body).hexdigest()
     assert want["X-Amz-Content-SHA256"] == payload
-    got = s3put.sign_put(url, {"x-amz-checksum-crc32": want["x-amz-checksum-crc32"]}, payload,
+    got = s3put.sign_put(url, {"x-amz-checksum-crc32c": want["x-amz-checksum-crc32c"]}, payload,
                          access_key="AKIDEXAMPLE", secret_key="wJalrXUtnFEMI/K7MDENG", token=token,
                          region="eu-west-3", now=now)  # fmt: skip
     assert got["Authorization"] == want["Authorization"]
@@ -193,7 +193,7 @@ def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:
     path, headers, body = server.requests[-1]
     assert path == "/bkt/root/c/0" and body == b"abc"
     assert headers["x-amz-content-sha256"] == hashlib.sha256(b"abc").hexdigest()  # http: the payload is signed
-    assert headers["x-amz-checksum-crc32"] == base64.b64encode(zlib.crc32(b"abc").to_bytes(4, "big")).decode()
+    assert headers["x-amz-checksum-crc32c"] == base64.b64encode(crc32c(b"abc").to_bytes(4, "big")).decode()
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/")
 
 

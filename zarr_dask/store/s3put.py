@@ -11,11 +11,13 @@ is what limits a write of many small chunks (``benchmarks/bench_remote.py``, ``d
   API, nothing is sent) says how botocore addresses that bucket (endpoint, path or virtual-host style); the
   region is that of the client s3fs uses for the bucket.
 * The **credentials are botocore's**, frozen once per batch (refreshable credentials refresh as usual).
-* The **body is hashed in the calling thread** (``hashlib`` and ``zlib`` release the GIL), so the dask
+* The **body is hashed in the calling thread** (``hashlib`` and ``crc32c`` release the GIL), so the dask
   threads that encoded the chunks hash them in parallel, and the event loop only sends. As botocore does,
-  the body carries an ``x-amz-checksum-crc32`` header unless the client's ``request_checksum_calculation``
-  is ``"when_required"``, and the payload is SHA-256-signed unless the endpoint is ``https`` and carries that
-  checksum (then ``UNSIGNED-PAYLOAD``); an explicit ``payload_signing_enabled`` wins.
+  the body carries a checksum header unless the client's ``request_checksum_calculation`` is
+  ``"when_required"``, and the payload is SHA-256-signed unless the endpoint is ``https`` and carries that
+  checksum (then ``UNSIGNED-PAYLOAD``); an explicit ``payload_signing_enabled`` wins. The checksum is CRC32C
+  (``x-amz-checksum-crc32c``, one of S3's algorithms, hardware-computed by the ``crc32c`` package at about 5x
+  the speed of botocore's default CRC32: 0.8 vs 4.1 ms per 16 MiB here), which S3 verifies the same way.
 
 **The fast path only ever says "stored".** A ``200`` is success. Throttling, ``5xx``, a ``RequestTimeout``
 and connection errors are retried a few times with backoff. Anything else (a redirect to another region, a
@@ -59,10 +61,11 @@ import ssl
 import threading
 import time
 import weakref
-import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from crc32c import crc32c
 
 from zarr_dask import config
 
@@ -74,6 +77,8 @@ log = logging.getLogger(__name__)
 MAX_DIRECT_BYTES = 50 << 20
 #: Attempts of one request before it is handed to s3fs (whose botocore retries again).
 ATTEMPTS = 4
+#: The checksum header of each body (see the module notes): CRC32C, verified by S3 as botocore's default CRC32 is
+CHECKSUM_HEADER = "x-amz-checksum-crc32c"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 #: S3 error codes retried whatever their status (as botocore does): a body that arrived too slowly, throttling.
 _RETRY_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "SlowDown", "Throttling", "ThrottlingException"})
@@ -209,7 +214,7 @@ class DirectPut:
             key,
             body,
             hashlib.sha256(body).hexdigest() if self.sign_payload else "UNSIGNED-PAYLOAD",
-            base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode() if self.checksum else None,
+            base64.b64encode(crc32c(body).to_bytes(4, "big")).decode() if self.checksum else None,
         )
 
     # ------------------------------------------------------------------------------ event loop
@@ -222,7 +227,7 @@ class DirectPut:
         if target is None or credentials is None:
             return False
         url = target.url(item.key)
-        extra = {"x-amz-checksum-crc32": item.checksum} if item.checksum else {}
+        extra = {CHECKSUM_HEADER: item.checksum} if item.checksum else {}
         if create_only:
             extra["if-none-match"] = "*"
         session = await self._client_session()
