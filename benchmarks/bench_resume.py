@@ -20,7 +20,9 @@ Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
 ``ZD_BENCH_KIND=dataset``: the same array as the variable ``v`` of a dataset written whole with
 ``zarr_dask.to_zarr_dataset(..., mode="w")`` (the dataset journal and a resumed ``mode="w"`` that keeps the
-group its first run prepared).
+group its first run prepared). ``ZD_BENCH_KIND=append``: the same array appended with ``zarr_dask.append`` to
+an array of one 16 MiB block (written before each row, untimed): the append lease, the receipts per starting
+length, and a resumed append that takes over its killed run's lease.
 
 Targets (``ZD_BENCH_TARGET``, comma-separated, default ``local``): ``local``, a directory; ``s3``, a moto S3 server
 in its own process adding ``ZD_BENCH_LATENCY`` seconds (default 0.02) to every request (bench_remote.py's), each
@@ -54,7 +56,7 @@ import zarr_dask  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
-KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset"
+KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset", "append"
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
 #: while set, blocks fail once this many writer tasks finished (a job killed half way); None: nothing fails
 DIE_AFTER: list[int | None] = [None]
@@ -137,14 +139,25 @@ def write(target: Target, x: Any, resume: bool) -> None:
         zarr_dask.to_zarr_dataset(ds, target.url, storage_options=target.options, mode="w", encoding=encoding,
                                   resume=resume)  # fmt: skip
         return
+    if KIND == "append":
+        zarr_dask.append(x, target.url, storage_options=target.options, resume=resume)
+        return
     zarr_dask.to_zarr(x, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS), mode="w",
                       resume=resume)  # fmt: skip
 
 
+def reset(target: Target) -> None:
+    """Empty the target (``append``: then write the array of one block the rows append to)."""
+    target.reset()
+    if KIND == "append":
+        base = da.zeros((ROWS_PER_CHUNK, COLS), chunks=(ROWS_PER_CHUNK, COLS), dtype="f4")
+        zarr_dask.to_zarr(base, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS))
+
+
 def skipped_fraction(target: Target, x: Any) -> float:
     """The fraction of writer tasks a resumed run of the killed write skips."""
-    if KIND == "dataset":  # the variable's journal: one receipt per finished writer task
-        return len([k for k in target.journal("v/") if "/t/" in k]) / x.numblocks[0]
+    if KIND in ("dataset", "append"):  # the journal: one receipt per finished writer task
+        return len([k for k in target.journal("v/" if KIND == "dataset" else "") if "/t/" in k]) / x.numblocks[0]
     plan = zarr_dask.explain_write(x, target.url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS),
                                    overwrite=True, resume=True)  # fmt: skip
     return plan.skipped_tasks / plan.tasks
@@ -182,7 +195,7 @@ def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
         for r in range(repeat + 1):
             rows = list(times)
             for row in rows[r % len(rows) :] + rows[: r % len(rows)]:  # round 0: plain first (the reference)
-                target.reset()
+                reset(target)
                 if row == "resumed":
                     kill_half_way(target, x)
                 quiesce()
@@ -198,7 +211,8 @@ def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
                 elif r == 0:
                     got = zarr_dask.open_array(array, storage_options=options)[:: ROWS_PER_CHUNK // 2]
                     np.testing.assert_array_equal(got, expected)
-                    assert not target.journal(), "journal left behind"
+                    left = target.journal()  # an append keeps its begin and complete records (until published)
+                    assert not (left if KIND != "append" else [k for k in left if "/t/" in k]), "journal left behind"
     target.reset()
     times["skipped"] = skipped
     return times

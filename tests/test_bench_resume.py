@@ -19,7 +19,7 @@ def _target(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     return bench_resume.s3_target(request.getfixturevalue("s3_server"), f"bench-resume-{tmp_path.name}".lower().replace("_", "-")[:60])
 
 
-@pytest.mark.parametrize("what", ["array", "dataset"])
+@pytest.mark.parametrize("what", ["array", "dataset", "append"])
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_rows_run_and_the_resumed_run_skips(
     tmp_path: Path, kind: str, what: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch

@@ -107,9 +107,11 @@ class WriteBehind:
         return True
 
     def then(self, store: Any, items: Mapping[str, bytes]) -> None:
-        """Store ``items`` only once every upload offered through this handle has landed: at once (in this
-        thread) when none is pending, else queued behind them, and never if one of them failed (the write's
-        final task raises that error). A resumable write's receipt follows its task's keys this way."""
+        """Store ``items`` only once every upload offered through this handle has landed: queued behind them,
+        never if one of them failed (the write's final task raises that error); when none is pending (the
+        task stored its keys itself, e.g. an append's fenced creates), queued as an upload of their own on a
+        batched store, else stored at once in this thread. A resumable write's receipt follows its task's
+        keys this way, without a round trip of its own in the task."""
         global _used
         with _cond:
             if any(u.failed for u in self._offered):
@@ -123,7 +125,8 @@ class WriteBehind:
                 _used += follow.nbytes
                 _groups.setdefault(self.group, _Group()).pending += 1
                 return
-        store.set_many(dict(items))
+        if not self.offer(store, items, batched_io=bool(getattr(store, "batched_io", False))):
+            store.set_many(dict(items))
 
     def drain(self) -> None:
         """Wait until every upload queued under this write is stored; raise the first error one of them met."""
