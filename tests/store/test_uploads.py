@@ -57,6 +57,27 @@ def test_a_follow_up_with_nothing_pending_is_written_at_once() -> None:
     assert store.get("receipt") == b""
 
 
+def test_a_follow_up_with_nothing_pending_is_queued_on_a_batched_store() -> None:
+    """An append's writer task stores its keys itself (nothing deferred): its receipt is then an upload of its
+    own, not a round trip in the task; the final task's drain lands it."""
+
+    class SlowBatched(GatedStore):
+        batched_io = True
+
+        def set_many(self, items: Mapping[str, Any]) -> None:
+            self.gate.wait(30)  # every write waits here, the receipt too
+            super().set_many(items)
+
+    store, behind = SlowBatched(), _behind()
+    started = time.perf_counter()
+    behind.then(store, {"receipt": b""})
+    assert time.perf_counter() - started < 5  # the caller did not wait for the store
+    assert store.get("receipt") is None
+    store.gate.set()
+    behind.drain()
+    assert store.get("receipt") == b""
+
+
 def test_a_failed_upload_drops_its_follow_up() -> None:
     store, behind = GatedStore(fail=frozenset({"c/1"})), _behind()
     behind.offer(store, {"c/1": b"b"}, batched_io=True)

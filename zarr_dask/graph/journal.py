@@ -40,6 +40,7 @@ __all__ = [
     "done_tasks",
     "journal_prefix",
     "other_runs",
+    "parse_record",
     "read_begin",
     "receipt_key",
     "record",
@@ -93,7 +94,11 @@ class Journal:
 
 def read_begin(store: Store, prefix: str) -> dict[str, Any] | None:
     """The ``begin`` record of the journal at ``prefix``, or None when there is none (or it is unreadable)."""
-    raw = store.get(prefix + BEGIN)
+    return parse_record(store.get(prefix + BEGIN))
+
+
+def parse_record(raw: bytes | None) -> dict[str, Any] | None:
+    """A journal record (a JSON object) from its stored bytes, or None when missing or unreadable."""
     if raw is None:
         return None
     try:

@@ -75,16 +75,6 @@ class Decision:
     why: str = ""  #: why nothing is skipped although a journal was found (logged)
 
 
-def _record(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        found = json.loads(bytes(raw))
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def receipts_prefix(top: str, start: int) -> str:
     """Where the receipts of a run that starts at length ``start`` along the axis live.
 
@@ -104,7 +94,7 @@ def decide(
     committed ``shape`` (read under the lease). Writes nothing."""
     top = journal.journal_prefix(path, run)
     got = store.get_many([top + BEGIN, top + COMPLETE])
-    began, complete = _record(got.get(top + BEGIN)), _record(got.get(top + COMPLETE))
+    began, complete = journal.parse_record(got.get(top + BEGIN)), journal.parse_record(got.get(top + COMPLETE))
     start = began.get("from") if began is not None else None
     old = receipts_prefix(top, start[axis]) if isinstance(start, list) and len(start) == len(shape) else top
     if began is not None and complete is not None and isinstance(began.get("to"), list):
