@@ -16,7 +16,8 @@ Workloads:
 * ``write latency chunks`` / ``write latency shards``: a dask array (from numpy, blocks = the storage chunk or
   shard) written to the latency filesystem (``latency::memory://``, :mod:`zarr_dask.testing.latency`).
 * ``write s3 chunks`` / ``write s3 shards``: the same written to a moto S3 server (its own process; its
-  conditional put/delete made atomic as in tests/conftest.py) that adds the latency to every request.
+  conditional put/delete made atomic as in tests/conftest.py) that adds the latency to every request and keeps
+  HTTP/1.1 connections alive, as S3 does (moto's own server closes each after one request).
 
 Contenders:
 
@@ -51,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import json
 import logging
 import multiprocessing
@@ -69,6 +71,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import crc32c
 import dask
@@ -233,11 +236,11 @@ def served_in_thread(root: str, latency: float) -> Iterator[str]:
 
 
 def _serve_s3(latency: float, port_out: Any) -> None:
-    """Child process: moto's S3 server (conditional put/delete atomic, as S3's are) behind a delaying gate."""
-    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-    from werkzeug.serving import make_server
+    """Child process: moto's S3 server (conditional put/delete atomic, as S3's are) behind a delaying gate, on
+    HTTP/1.1 connections kept alive as S3 keeps them (moto's own werkzeug server closes every connection after
+    one request, so each client would pay a TCP connect per request that it does not pay against S3)."""
+    from moto.server import DomainDispatcherApplication, create_backend_app
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     make_moto_writes_atomic()
     moto_app = DomainDispatcherApplication(create_backend_app)
     gauge = _Gauge()
@@ -254,9 +257,75 @@ def _serve_s3(latency: float, port_out: Any) -> None:
             time.sleep(latency)
             return list(moto_app(environ, start_response))
 
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
-    port_out.put(server.server_port)
+    server = wsgi_server(app)
+    port_out.put(server.server_address[1])
     server.serve_forever()
+
+
+def wsgi_server(app: Callable[..., Any]) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server of the WSGI ``app`` on 127.0.0.1 (an ephemeral port) that keeps connections
+    alive: request bodies by ``Content-Length`` or chunked, every response sent with its length."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                parts = []
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                    pass
+                return b"".join(parts)
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _wsgi(self) -> None:
+            body = self._body()
+            path, _, query = self.path.partition("?")
+            environ = {
+                "REQUEST_METHOD": self.command, "SCRIPT_NAME": "", "QUERY_STRING": query,
+                "PATH_INFO": unquote_to_bytes(path).decode("latin-1"), "SERVER_NAME": "127.0.0.1",
+                "SERVER_PORT": str(self.server.server_address[1]), "SERVER_PROTOCOL": self.request_version,
+                "REMOTE_ADDR": self.client_address[0], "CONTENT_LENGTH": str(len(body)),
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""), "wsgi.version": (1, 0),
+                "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr,
+                "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+            }  # fmt: skip
+            for name, value in self.headers.items():
+                key = "HTTP_" + name.upper().replace("-", "_")
+                if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH", "HTTP_TRANSFER_ENCODING"):
+                    environ[key] = f"{environ[key]},{value}" if key in environ else value
+            reply: list[Any] = []
+
+            def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+                reply[:] = [status, headers]
+
+            result = app(environ, start_response)
+            try:
+                out = b"".join(result)
+            finally:
+                if hasattr(result, "close"):
+                    result.close()
+            status, headers = reply
+            code, _, message = status.partition(" ")
+            self.send_response(int(code), message)
+            for name, value in headers:
+                if name.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(out)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _wsgi  # noqa: N815
+
+    ThreadingHTTPServer.daemon_threads = True
+    ThreadingHTTPServer.request_queue_size = 1024
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 
 
 @contextlib.contextmanager

@@ -197,6 +197,16 @@ def test_throttling_and_server_errors_are_retried(scripted: Any) -> None:
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=k/")
 
 
+def test_a_body_of_many_pieces_arrives_whole_on_every_attempt(scripted: Any) -> None:
+    body = np.random.default_rng(5).integers(0, 256, 2 * s3put.PIECE + 12345, dtype="u1").tobytes()
+    server, put = scripted([503])
+    assert put("bkt/root/c/1", body) is True
+    assert [len(b) for _, _, b in server.requests] == [len(body)] * 2  # sent in 3 pieces, twice
+    assert all(b == body for _, _, b in server.requests)
+    assert server.requests[-1][1]["Content-Length"] == str(len(body))
+    assert put("bkt/root/c/2", b"") is True and server.requests[-1][2] == b""
+
+
 def test_a_dropped_connection_is_retried(scripted: Any) -> None:
     server, put = scripted([0, 0])  # aiohttp: ServerDisconnectedError, which is not an OSError
     assert put("bkt/k", b"x") is True

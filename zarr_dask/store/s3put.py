@@ -75,6 +75,8 @@ log = logging.getLogger(__name__)
 
 #: Bodies this size or larger go through s3fs (which uploads them in parts).
 MAX_DIRECT_BYTES = 50 << 20
+#: Bodies are sent in pieces of this size (see :func:`_pieces`).
+PIECE = 256 << 10
 #: Attempts of one request before it is handed to s3fs (whose botocore retries again).
 ATTEMPTS = 4
 #: The checksum header of each body (see the module notes): CRC32C, verified by S3 as botocore's default CRC32 is
@@ -238,7 +240,9 @@ class DirectPut:
                                secret_key=credentials.secret_key, token=credentials.token, region=target.region)  # fmt: skip
             code = ""
             try:
-                async with session.put(_encoded(url), data=item.body, headers=headers, allow_redirects=False) as response:
+                payload = _pieces(item.body)  # (a generator per attempt: a retry sends the body again)
+                headers["Content-Length"] = str(len(item.body))
+                async with session.put(_encoded(url), data=payload, headers=headers, allow_redirects=False) as response:
                     body = await response.read()
                     status = response.status
             except ssl.SSLError as exc:  # a certificate botocore would trust differently (e.g. a profile's)
@@ -360,6 +364,16 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def _close_all() -> None:
     for ident in list(_SESSIONS):
         _close(ident, wait=True)
+
+
+async def _pieces(body: bytes) -> Any:
+    """``body`` in pieces of :data:`PIECE` bytes (memoryviews, no copies), each sent once the previous one left
+    the event loop's buffer. Given whole, aiohttp joins a body to the request's headers (a copy of it, on
+    Python < 3.12.9) and asyncio copies what the socket does not take at once into the transport's buffer (on
+    Python < 3.12): for a 16 MiB shard, two copies of most of it on the event-loop thread."""
+    view = memoryview(body).cast("B")
+    for start in range(0, len(view), PIECE):
+        yield view[start : start + PIECE]
 
 
 def _error_code(body: bytes) -> str:
