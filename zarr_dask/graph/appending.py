@@ -18,7 +18,7 @@ from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease, Fence, lease_key, parse_lease
-from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError, UnsupportedFeatureError
+from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError
 from zarr_dask.graph import resume_append
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
@@ -182,7 +182,7 @@ def _append_resumable(
     """:func:`append` with ``resume=`` (see :mod:`zarr_dask.graph.resume_append`): under the lease, decide
     from the journal; a failure marks the lease lapsed (the re-run takes it over at once)."""
     store = array.store
-    _check_resumable(store, array.path, resume)
+    resume_append.check_resumable(store, array.path, resume)
     lease = AppendLease(store, array.path, refuse_after_completing=False).acquire()
     try:
         array = Array.open(store, array.path)  # the shape as committed by the append before this one
@@ -197,7 +197,8 @@ def _append_resumable(
                 store.delete_prefix(decision.void.rstrip("/"))
             lease.release()
             return decision.landed if compute else _delayed_shape(decision.landed)
-        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, make_plan(arr, target))
+        plan = make_plan(arr, target)
+        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, plan.tasks, plan.keys)
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token,
                       resumed=decision.journal)  # fmt: skip
         if compute:
@@ -210,26 +211,6 @@ def _append_resumable(
         return result
     lease.release()  # (its commit released it already: this stops the renewal)
     return shape
-
-
-def _check_resumable(store: Any, path: str, resume: Any) -> None:
-    if not isinstance(resume, bool | str):
-        raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
-    if is_transactional(store):
-        raise UnsupportedFeatureError(
-            "resume=True cannot journal an append into an Icechunk session: what it wrote is lost with an "
-            "uncommitted session; commit in parts instead, or drop resume=True", store=store.url, path=path,
-        )  # fmt: skip
-    if conditional(store) is None:
-        raise UnsupportedFeatureError(
-            "resume=True on append needs a store with conditional writes: the evidence that rows beyond the "
-            "committed shape are this append's is its append lease, which this store cannot hold (no other "
-            "append may run between a run and its resumption). Fix: append to a local path or an object store "
-            "(S3, GCS, Azure), or drop resume=True (re-running a failed append is safe: it appends after the "
-            "committed shape)",
-            store=store.url,
-            path=path,
-        )
 
 
 def _delayed_shape(shape: tuple[int, ...]) -> Any:

@@ -39,6 +39,7 @@ __all__ = [
     "close",
     "done_tasks",
     "journal_prefix",
+    "listed",
     "other_runs",
     "parse_record",
     "read_begin",
@@ -112,6 +113,11 @@ def done_tasks(store: Store, prefix: str) -> frozenset[str]:
     """The names of the writer tasks with a receipt under ``prefix`` (one listing)."""
     receipts = prefix + RECEIPTS + "/"
     return frozenset(k[len(receipts) :] for k in store.list_prefix(receipts.rstrip("/")) if k.startswith(receipts))
+
+
+def listed(store: Store, prefix: str) -> frozenset[str]:
+    """The names of every key under ``prefix`` (relative to it; one listing)."""
+    return frozenset(k[len(prefix) :] for k in store.list_prefix(prefix.rstrip("/")) if k.startswith(prefix))
 
 
 def other_runs(store: Store, path: str, run: str) -> list[str]:

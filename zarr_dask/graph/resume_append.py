@@ -37,12 +37,25 @@ from typing import Any
 from dask.base import tokenize
 
 from zarr_dask.core import nodes
+from zarr_dask.errors import UnsupportedFeatureError
 from zarr_dask.graph import journal
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.journal import BEGIN, COMPLETE, Journal
 from zarr_dask.store import Store
+from zarr_dask.store.transactions import is_transactional
+from zarr_dask.store.versioned import conditional
 
-__all__ = ["Decision", "append_run_id", "begin", "decide", "end_records", "log_decision", "receipts_prefix"]
+__all__ = [
+    "Decision",
+    "append_run_id",
+    "begin",
+    "check_resumable",
+    "decide",
+    "end_records",
+    "log_decision",
+    "member",
+    "receipts_prefix",
+]
 
 _log = logging.getLogger("zarr_dask.graph")
 
@@ -87,11 +100,17 @@ def receipts_prefix(top: str, start: int) -> str:
 
 
 def decide(
-    store: Store, path: str, run: str, previous: Mapping[str, Any], shape: tuple[int, ...], axis: int
-) -> Decision:
+    store: Store, path: str, run: str, previous: Mapping[str, Any], shape: tuple[int, ...], axis: int,
+    *, members: bool = False,
+) -> Decision:  # fmt: skip
     """Read the journal of ``run`` (one batched read of ``begin`` and ``complete``; one listing of receipts
     when they are trusted) and decide, given the lease document taken over (``previous``) and the array's
-    committed ``shape`` (read under the lease). Writes nothing."""
+    committed ``shape`` (read under the lease). Writes nothing.
+
+    ``members``: the journal of a dataset append (``path`` its group, ``shape`` the group's length along
+    ``append_dim``: one axis): its receipts are kept per variable, ``from-<n>/<name>/t/...``, with a
+    variable's ``complete`` once its data landed; the trusted journal's ``done`` then holds every name under
+    ``from-<n>/`` (the same one listing), which :func:`member` splits per variable."""
     top = journal.journal_prefix(path, run)
     got = store.get_many([top + BEGIN, top + COMPLETE])
     began, complete = journal.parse_record(got.get(top + BEGIN)), journal.parse_record(got.get(top + COMPLETE))
@@ -104,7 +123,7 @@ def decide(
     if began is None:
         return Decision(top=top, journal=fresh)
     if start == list(shape) and began.get("lease") and previous.get("owner") == began.get("lease"):
-        done = journal.done_tasks(store, fresh.prefix)
+        done = journal.listed(store, fresh.prefix) if members else journal.done_tasks(store, fresh.prefix)
         return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=done))
     if start == list(shape):
         why = (
@@ -121,17 +140,19 @@ def decide(
 
 
 def begin(
-    store: Store, decision: Decision, start: tuple[int, ...], end: tuple[int, ...], axis: int, lease: str, plan: Any
+    store: Store, decision: Decision, start: tuple[int, ...], end: tuple[int, ...], axis: int, lease: str,
+    tasks: int, keys: int, **extra: Any,
 ) -> None:  # fmt: skip
     """Start (or resume) the run: delete receipts that are no longer evidence, then write ``begin`` with this
     run's lease token, before any writer task runs (with the rows it appends as its ``region`` and its
-    ``tasks``, for :func:`~zarr_dask.write_ledger`)."""
+    ``tasks`` and ``keys``, for :func:`~zarr_dask.write_ledger`; ``extra``: more fields, e.g. a dataset
+    append's ``kind`` and ``append_dim``)."""
     if decision.void is not None:
         store.delete_prefix(decision.void.rstrip("/"))
     assert decision.journal is not None
     region = [[int(a), int(b)] if d == axis else [0, int(b)] for d, (a, b) in enumerate(zip(start, end, strict=True))]
-    record = {"run": decision.journal.run, "from": list(start), "to": list(end), "axis": axis, "lease": lease,
-              "region": region, "tasks": plan.tasks, "keys": plan.keys, "started": time.time()}  # fmt: skip
+    record = {**extra, "run": decision.journal.run, "from": list(start), "to": list(end), "axis": axis,
+              "lease": lease, "region": region, "tasks": int(tasks), "keys": int(keys), "started": time.time()}  # fmt: skip
     store.set(decision.top + BEGIN, json.dumps(record, sort_keys=True).encode())
 
 
@@ -148,10 +169,55 @@ def end_records(receipts: str, shape: tuple[int, ...]) -> tuple[dict[str, bytes]
     return {top + COMPLETE: json.dumps({"to": list(shape)}).encode()}, receipts
 
 
-def log_decision(store: Store, path: str, decision: Decision) -> None:
-    """The INFO line of a resumable append that does not simply start or resume (it landed, or starts over)."""
+def member(parent: Journal, name: str) -> tuple[Journal, bool]:
+    """The journal of the variable ``name`` of a dataset append whose journal is ``parent`` (decided with
+    ``members=True``): its receipts under ``from-<n>/<name>/`` (its ``begin`` is the group's), and whether its
+    write finished (its ``complete`` found: the variable need not be written at all).
+
+    Examples
+    --------
+    >>> j = Journal(prefix="g/.zd-resume/r/from-4/", run="r", resumed=True, begun=True,
+    ...             done=frozenset({"v/t/0.0", "v/t/1.0", "w/complete"}))
+    >>> v, finished = member(j, "v")
+    >>> v.prefix, sorted(v.done), finished
+    ('g/.zd-resume/r/from-4/v/', ['0.0', '1.0'], False)
+    >>> member(j, "w")[1]
+    True
+    """
+    head = f"{name}/"
+    names = [n[len(head) :] for n in parent.done if n.startswith(head)]
+    tasks = frozenset(n[len(journal.RECEIPTS) + 1 :] for n in names if n.startswith(journal.RECEIPTS + "/"))
+    child = dataclasses.replace(parent, prefix=parent.prefix + head, done=tasks, begun=True)
+    return child, parent.resumed and COMPLETE in names
+
+
+def check_resumable(store: Any, path: str, resume: Any, what: str = "append") -> None:
+    """Refuse ``resume=`` where a resumable append cannot be (``what``: ``"append"``, ``"dataset append"``):
+    an Icechunk session, a store without conditional writes (no append lease)."""
+    if not isinstance(resume, bool | str):
+        raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
+    if is_transactional(store):
+        raise UnsupportedFeatureError(
+            f"resume=True cannot journal an {what} into an Icechunk session: what it wrote is lost with an "
+            "uncommitted session; commit in parts instead, or drop resume=True", store=store.url, path=path,
+        )  # fmt: skip
+    if conditional(store) is None:
+        raise UnsupportedFeatureError(
+            f"resume=True on {'an ' if what[0] in 'aeiou' else 'a '}{what} needs a store with conditional writes: "
+            "the evidence that rows beyond the committed shape are this append's is its append lease, which this "
+            "store cannot hold (no other append may run between a run and its resumption). Fix: append to a local "
+            "path or an object store (S3, GCS, Azure), or drop resume=True (re-running a failed append is safe: "
+            "it appends after the committed shape)",
+            store=store.url,
+            path=path,
+        )
+
+
+def log_decision(store: Store, path: str, decision: Decision, what: str = "shape") -> None:
+    """The INFO line of a resumable append that does not simply start or resume (it landed, or starts over);
+    ``what`` names ``landed`` (a dataset append's: its group's length along ``append_dim``)."""
     if decision.landed is not None:
-        _log.info("%s /%s: this append landed already (shape %s): not appended again", store.url, path,
+        _log.info("%s /%s: this append landed already (%s %s): not appended again", store.url, path, what,
                   list(decision.landed))  # fmt: skip
     elif decision.why:
         _log.info("%s /%s: not resuming this append: %s", store.url, path, decision.why)

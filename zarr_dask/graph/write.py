@@ -326,9 +326,12 @@ def _write(
     arr: DaskArray, url: Any, component: str | None, storage_options: Mapping[str, Any] | None, region: Any,
     compute: bool, return_stored: bool, overwrite: bool, consolidated: bool | None, kwargs: Mapping[str, Any],
     as_array: bool, fence: Fence | None = None, resume: bool | str = False, progress: bool = False,
+    journal: Journal | None = None,
 ) -> Any:  # fmt: skip
-    resumed: Journal | None = None
-    if resume:
+    resumed: Journal | None = journal
+    if journal is not None:  # kept by the caller (a dataset append's variable: zarr_dask.graph.resume_append.member)
+        target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
+    elif resume:
         target, resumed = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, fence, resume)
     else:
         target = resolve_target(arr, url, component, storage_options, overwrite, region, kwargs, fence)
@@ -361,15 +364,18 @@ def to_zarr_delayed(
     consolidated: bool | None = None,
     fence: Fence | None = None,
     resume: bool | str = False,
+    journal: Journal | None = None,
     **kwargs: Any,
 ) -> Any:
     """:func:`to_zarr` with ``compute=False``, returning a :class:`~dask.delayed.Delayed` that computes to
     the number of keys written (for callers that combine writes, like the xarray backend); ``fence``: the
-    region is a dataset append's, written under its group's append lease; ``resume``: as for :func:`to_zarr`."""
+    region is a dataset append's, written under its group's append lease; ``resume``: as for :func:`to_zarr`;
+    ``journal``: instead of ``resume``, the journal to keep (a resumable dataset append's variable, whose
+    receipts live in its group's journal: :func:`zarr_dask.graph.resume_append.member`)."""
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     return _write(arr, url, component, storage_options, region, False, False, overwrite, consolidated, kwargs,
-                  as_array=False, fence=fence, resume=resume)  # fmt: skip
+                  as_array=False, fence=fence, resume=resume, journal=journal)  # fmt: skip
 
 
 _MODES = ("a", "w", "w-", "r+")

@@ -54,7 +54,17 @@ from zarr_dask.store import Store
 from zarr_dask.store.transactions import is_transactional
 from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState
 
-__all__ = ["DatasetJournal", "cleanup_prefixes", "finished_variables", "prepare", "run_id", "start"]
+__all__ = [
+    "DatasetJournal",
+    "append_axis",
+    "append_run_id",
+    "cleanup_prefixes",
+    "finished_variables",
+    "group_length",
+    "prepare",
+    "run_id",
+    "start",
+]
 
 _log = logging.getLogger("zarr_dask.xarray")
 
@@ -271,3 +281,64 @@ def cleanup_prefixes(found: DatasetJournal, plans: list[GroupPlan]) -> tuple[str
     """What the write's final task deletes once everything landed: the array journals, then ``begin``."""
     arrays = [_array_journals(w.path) for p in plans for w in p.writes if _is_dask(w.data) and w.metadata.shape]
     return (*arrays, found.prefix.rstrip("/"))
+
+
+# ------------------------------------------------------------------------------------ dataset appends
+# ``append_dim=`` with ``resume=``: the journal of the group's append (graph/resume_append.py decides, begins and
+# ends it as for an array's append, along one axis: the group's length along ``append_dim``).
+def append_axis(w: Any, append_dim: Any) -> int | None:
+    """The axis of ``append_dim`` in the variable write ``w`` (None: not an append write)."""
+    from zarr_dask.xarray_backend.encoding import dims_and_attrs
+
+    if w.action != "append" or w.old_metadata is None:
+        return None
+    dims, _ = dims_and_attrs(w.old_metadata)
+    return dims.index(str(append_dim))
+
+
+def group_length(plans: list[GroupPlan], append_dim: Any) -> tuple[int, int]:
+    """``(committed length, length once committed)`` of the group along ``append_dim``, from its append
+    writes (every one starts at the same length: xarray's rule; ``(0, 0)`` when nothing is appended)."""
+    for w in (w for p in plans for w in p.writes):
+        axis = append_axis(w, append_dim)
+        if axis is not None:
+            return int(w.old_metadata.shape[axis]), int(w.metadata.shape[axis])
+    return 0, 0
+
+
+def append_run_id(
+    identity: tuple[Any, ...], store: Store, path: str, resume: bool | str, plans: list[GroupPlan], append_dim: Any,
+    encoding: Mapping[str, Any],
+) -> str:  # fmt: skip
+    """The run id of a resumable dataset append: :func:`run_id` of the call (the dataset's content -- dask
+    names, data in memory -- or the run name; the options), with ``append_dim``, the encoding, and every
+    planned array's metadata without its length along ``append_dim`` and its attributes -- never the group's
+    length, so the same call made again after its append landed finds its journal.
+
+    Examples
+    --------
+    >>> import dask.array as da, numpy as np, xarray as xr, zarr_dask
+    >>> from zarr_dask.store import MemoryStore
+    >>> from zarr_dask.xarray_backend.write_plan import StoreState, WriteOptions, plan_group
+    >>> store = MemoryStore()
+    >>> _ = zarr_dask.to_zarr_dataset(xr.Dataset({"v": ("t", np.arange(4.0))}), store)
+    >>> more = xr.Dataset({"v": ("t", da.arange(2.0, chunks=1))})
+    >>> def run(ds):
+    ...     opts = WriteOptions(mode="a", append_dim="t")
+    ...     plans = [plan_group(StoreState.load(store), "", ds, opts)]
+    ...     return append_run_id((ds,), store, "", True, plans, "t", {})
+    >>> before = run(more)
+    >>> _ = zarr_dask.to_zarr_dataset(more, store, append_dim="t")  # the group grew: the same run id
+    >>> run(more) == before, run(more * 2) == before
+    (True, False)
+    """
+    arrays = []
+    for w in (w for p in plans for w in p.writes):
+        axis = append_axis(w, append_dim)
+        meta = w.metadata if axis is None else dataclasses.replace(
+            w.metadata, shape=tuple(0 if d == axis else n for d, n in enumerate(w.metadata.shape)))
+        bare = dataclasses.replace(meta, attributes={})
+        chunks = w.data.chunks if _is_dask(w.data) else None
+        arrays.append((w.path, w.action, sorted(nodes.documents(w.path, bare).items()), w.write_empty_chunks, chunks))
+    options = sorted((str(k), repr(v)) for k, v in encoding.items())
+    return run_id((*identity, "append", str(append_dim), options, arrays), store, path, resume)

@@ -129,7 +129,7 @@ def to_zarr_datatree(
     array([0, 1, 2])
     """
     del safe_chunks, align_chunks
-    check_resume(resume, append_dim)
+    check_resume(resume, append_dim, tree=True)
     mode_ = validation.choose_mode(mode, append_dim, region)
     encoding = dict(encoding or {})
     if set(encoding) - set(dt.groups):

@@ -19,9 +19,11 @@ Each metadata document is written once.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 import numpy as np
 
@@ -38,9 +40,11 @@ from zarr_dask.core.commit import (
 from zarr_dask.core.key_writes import is_fill
 from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
+from zarr_dask.graph import resume_append
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
+from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.write import settle_failed
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
@@ -60,6 +64,8 @@ if TYPE_CHECKING:
 __all__ = ["DatasetWriteResult", "execute", "to_zarr_dataset"]
 
 ZarrFormat = Literal[2, 3]
+
+_log = logging.getLogger("zarr_dask.xarray")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +251,12 @@ def _is_dask(data: Any) -> bool:
     return hasattr(data, "dask") and hasattr(data, "chunks")
 
 
-def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None, resume: bool | str = False) -> Delayed:
+def _data_write(
+    w: VarWrite, store: Store, lease: AppendLease | None = None, resume: bool | str = False,
+    journal: Journal | None = None,
+) -> Delayed:  # fmt: skip
+    """The write of one variable (a Delayed); ``journal``: a resumable dataset append's, for this variable
+    (:func:`~zarr_dask.graph.resume_append.member`)."""
     if not w.metadata.shape:
         from dask.delayed import delayed
 
@@ -258,7 +269,9 @@ def _data_write(w: VarWrite, store: Store, lease: AppendLease | None = None, res
     kwargs: dict[str, Any] = {} if w.write_empty_chunks is None else {"write_empty_chunks": bool(w.write_empty_chunks)}
     if lease is not None and w.action == "append" and w.old_metadata is not None:  # under the group's lease
         kwargs["fence"] = lease.fence(w.old_metadata.shape)
-    if resume and _is_dask(w.data):  # (data in memory has no stable dask name to journal under: written again)
+    if journal is not None and _is_dask(w.data):
+        kwargs["journal"] = journal
+    elif resume and _is_dask(w.data):  # (data in memory has no stable dask name to journal under: written again)
         kwargs["resume"] = f"{resume}/{w.path}" if isinstance(resume, str) else True
     # consolidated metadata is rewritten once by _commit, after every variable: no per-variable refresh
     return graph_to_zarr(_as_dask(w, store), target, region=w.region, consolidated=False, **kwargs)  # type: ignore[no-any-return]
@@ -272,6 +285,7 @@ def _commit(
     result: DatasetWriteResult,
     lease: tuple[str, str] | None = None,
     cleanup: tuple[str, ...] = (),
+    journal_end: tuple[dict[str, bytes], str] | None = None,
 ) -> DatasetWriteResult:
     """After the data: commit the grown arrays' metadata by compare-and-swap (each only if it is still what the
     plan saw; attribute changes made meanwhile are kept), write the remaining documents (consolidated
@@ -281,7 +295,10 @@ def _commit(
     Under a lease the whole commit is first recorded in it (:func:`~zarr_dask.core.commit.mark_commit`, fenced):
     if this process stalls or dies between two of its writes, whoever takes the lease over completes it. The
     consolidated metadata, written last, is the commit point readers with default options see: every variable
-    grown, or none. ``cleanup``: the key prefixes of a resumable write's journals, deleted last."""
+    grown, or none. ``cleanup``: the key prefixes of a resumable write's journals, deleted last. ``journal_end``:
+    a resumable dataset append's ``(records proving the commit, receipts prefix)``
+    (:func:`~zarr_dask.graph.resume_append.end_records`): the records are part of the commit recorded in the
+    lease (written by whoever makes it), the receipts are deleted once it is made."""
     store = task_store(store)
     rest = {k: v for k, v in docs.items() if not any(k.startswith(key_prefix(p)) and "/" not in k[len(key_prefix(p)):] for p in expected)}
     if lease is None:  # a store without leases: each array only if it is still what the plan saw
@@ -299,7 +316,8 @@ def _commit(
         for prefix in cleanup:  # a finished resumable write: its journals go (the dataset's own last)
             store.delete_prefix(prefix)
         return carry(store, result, _tokens)  # type: ignore[no-any-return]
-    intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest)
+    records = journal_end[0] if journal_end is not None else None
+    intent = commit_intent([(path, old, new) for path, (old, new) in expected.items()], after=rest, records=records)
     mark_commit(store, *lease, intent)
     try:
         apply_intent(store, intent, lease=lease)
@@ -313,6 +331,8 @@ def _commit(
             path=lease[0],
         ) from exc
     release_lease(store, *lease, committed=True)
+    if journal_end is not None:  # committed: the receipts are no evidence any more ('complete' is)
+        store.delete_prefix(journal_end[1].rstrip("/"))
     return carry(store, result, _tokens)  # type: ignore[no-any-return]
 
 
@@ -326,11 +346,13 @@ def execute(
     keep_store: bool = False,
     resume: bool | str = False,
     journal: DatasetJournal | None = None,
+    appended: AppendRun | None = None,
 ) -> DatasetWriteResult | Delayed:
     """Carry out planned group writes (see the module docstring for the order); ``keep_store``: the result
     holds the (in-memory) store, for ``store=None``; ``resume``: journal the writes of dask variables (see
     :func:`zarr_dask.to_zarr`); ``journal``: a resumable whole-dataset write's (resumed: its hierarchy is kept
-    as its first run prepared it; see :mod:`~zarr_dask.xarray_backend.dataset_journal`)."""
+    as its first run prepared it; see :mod:`~zarr_dask.xarray_backend.dataset_journal`); ``appended``: a
+    resumable dataset append's decision (its journal written here, before any data)."""
     from dask.delayed import delayed
 
     store = state.store
@@ -354,17 +376,26 @@ def execute(
         memory_store=store if keep_store and isinstance(store, MemoryStore) else None,
     )
     finished = dataset_journal.finished_variables(store, journal, plans) if journal is not None else set()
+    members: dict[str, Journal] = {}
+    journal_end = None
+    if appended is not None:  # receipts per variable in the group's journal; a finished variable is not written
+        members, done = _append_members(store, appended, plans)
+        finished |= done
     todo = [w for p in plans for w in p.writes if np.prod(w.metadata.shape) > 0 and w.path not in finished]
+    if appended is not None:
+        _begin_append(store, appended, [w for w in todo if w.path in members], members, lease)
+        assert appended.decision.journal is not None
+        journal_end = resume_append.end_records(appended.decision.journal.prefix, (appended.end,))
     if not compute:  # as xarray: data in memory (index coordinates...) is written now, dask data when asked
         from dask.base import compute as dask_compute
 
         in_memory = [_data_write(w, store, lease) for w in todo if not _is_dask(w.data)]
         dask_compute(*in_memory, **compute_options())  # type: ignore[no-untyped-call]
         todo = [w for w in todo if _is_dask(w.data)]
-    writes = [_data_write(w, store, lease, resume) for w in todo]
+    writes = [_data_write(w, store, lease, resume, members.get(w.path)) for w in todo]
     cleanup = dataset_journal.cleanup_prefixes(journal, plans) if journal is not None else ()
     final = delayed(_commit, pure=False)(
-        writes, store, deferred, expected, result, lease and (lease.path, lease.token), cleanup
+        writes, store, deferred, expected, result, lease and (lease.path, lease.token), cleanup, journal_end
     )
     if not compute:
         if lease is not None:
@@ -503,6 +534,11 @@ def to_zarr_dataset(
         return state, [plan_group(state, path, ds, opts)]
 
     identity = (ds, opts.mode, zarr_format, write_empty_chunks, consolidated) if region is None else None
+    if resume and opts.append_dim is not None:
+        return _append_resumable(
+            s, path, plan, consolidated=consolidated, compute=compute, resume=resume, identity=identity,
+            append_dim=opts.append_dim, encoding=opts.encoding,
+        )  # fmt: skip
     return execute_in_turn(
         s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
         resume=resume, identity=identity,
@@ -513,15 +549,17 @@ def _same(state: StoreState) -> StoreState:
     return state
 
 
-def check_resume(resume: bool | str, append_dim: Hashable | None) -> None:
-    """Refuse what ``resume=`` cannot resume (before anything is written)."""
+def check_resume(resume: bool | str, append_dim: Hashable | None, tree: bool = False) -> None:
+    """Refuse what ``resume=`` cannot resume (before anything is written): a datatree append (``tree``; a
+    dataset append is resumable: :func:`_append_resumable`)."""
     if not isinstance(resume, bool | str):
         raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
-    if resume and append_dim is not None:
+    if resume and append_dim is not None and tree:
         raise UnsupportedFeatureError(
-            "resume= cannot resume an append_dim= write of a dataset: run it again without resume= (an append "
-            "that died before its commit is refused or completed, never stored twice), or write the new rows "
-            "into a grown template with region=..., resume=True"
+            "resume= cannot resume an append_dim= write of a datatree: run it again without resume= (an append "
+            "that died before its commit is refused or completed, never stored twice), append each node's "
+            "dataset with to_zarr_dataset(..., append_dim=..., resume=True), or write the new rows into a grown "
+            "template with region=..., resume=True"
         )
 
 
@@ -575,3 +613,127 @@ def execute_in_turn(
     finally:
         if lease is not None and compute:
             lease.release()
+
+
+# ---------------------------------------------------------------------------- resumable dataset appends
+@dataclass(frozen=True, kw_only=True)
+class AppendRun:
+    """A resumable dataset append as decided under its group's lease (see :func:`_append_resumable`)."""
+
+    group: str  #: the group appended to (its lease, its journal)
+    append_dim: str
+    start: int  #: the group's committed length along ``append_dim``
+    end: int  #: its length once this append is committed
+    decision: resume_append.Decision  #: what the journal says (trusted receipts, or a fresh start)
+
+
+def _append_resumable(
+    store: Store,
+    path: str,
+    plan: Callable[..., tuple[StoreState, list[GroupPlan]]],
+    *,
+    consolidated: bool | None,
+    compute: bool,
+    resume: bool | str,
+    identity: Any,
+    append_dim: Hashable,
+    encoding: Mapping[str, Any],
+) -> DatasetWriteResult | Delayed:
+    """``to_zarr_dataset(..., append_dim=..., resume=...)``: the array append's resume
+    (:mod:`zarr_dask.graph.resume_append`) for a group. Under the group's append lease (a killed run's own
+    lease is taken over, and its commit completed if it recorded one), plan at the committed length, decide from
+    the group's journal (``<group>/.zd-resume/<run id>/``): landed (``complete`` found: nothing appended, a
+    result naming no variable returned), resumed (the lease taken over is the one ``begin`` names and the
+    length is its ``from``: each dask variable skips the writer tasks with a receipt, a variable whose write
+    finished is not written at all), or started (over) at the committed end. A failure marks the lease lapsed
+    at once (its re-run takes it over without waiting)."""
+    if compute:
+        from zarr_dask.graph.write import check_in_process
+
+        check_in_process(store)
+    resume_append.check_resumable(store, path, resume, "dataset append")
+    lease = AppendLease(store, path, refuse_after_completing=False).acquire()
+    try:
+        state, plans = plan()
+        start, end = dataset_journal.group_length(plans, append_dim)
+        run = dataset_journal.append_run_id(identity, store, path, resume, plans, append_dim, encoding)
+        decision = resume_append.decide(store, path, run, lease.previous, (start,), 0, members=True)
+        resume_append.log_decision(store, path, decision, f"length along {append_dim!r}")
+        if decision.landed is not None:
+            if decision.void is not None:
+                store.delete_prefix(decision.void.rstrip("/"))
+            lease.release()
+            landed = DatasetWriteResult(store=store.url, groups=tuple(p.path for p in plans))
+            return landed if compute else _delayed_value(landed)
+        appended = AppendRun(group=path, append_dim=str(append_dim), start=start, end=end, decision=decision)
+        out = execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, resume=resume,
+                      appended=appended)  # fmt: skip
+    except BaseException:
+        lease.abandon()  # lapsed at once, still naming this run: its re-run knows no other append came between
+        raise
+    if compute:
+        lease.release()  # (its commit released it already: this stops the renewal)
+    return out  # (lazy: execute tied the lease's renewal to the Delayed)
+
+
+def _delayed_value(value: Any) -> Delayed:
+    from dask.delayed import delayed
+
+    return delayed(value, traverse=False)  # type: ignore[no-any-return]
+
+
+def _member_name(group: str, path: str) -> str:
+    """A variable's name in its group's append journal: its path below the group, one key segment.
+
+    Examples
+    --------
+    >>> _member_name("g", "g/temp"), _member_name("", "a/b")
+    ('temp', 'a%2Fb')
+    """
+    rel = path[len(key_prefix(group)) :] if group else path
+    return quote(rel, safe="")
+
+
+def _append_members(
+    store: Store, appended: AppendRun, plans: list[GroupPlan]
+) -> tuple[dict[str, Journal], set[str]]:
+    """The journal of each dask variable of a resumable dataset append (receipts under its group's journal,
+    per variable), and the variables a resumed run need not write (their write finished)."""
+    parent = appended.decision.journal
+    assert parent is not None
+    members: dict[str, Journal] = {}
+    finished: set[str] = set()
+    for w in (w for p in plans for w in p.writes if _is_dask(w.data) and w.metadata.shape):
+        member, done = resume_append.member(parent, _member_name(appended.group, w.path))
+        members[w.path] = member
+        if done:
+            finished.add(w.path)
+    if parent.resumed:
+        skipped = sum(len(m.done) for m in members.values())
+        _log.info(
+            "%s /%s: resuming this dataset append (run %s): %d variable(s) finished, %d writer task(s) of the "
+            "others finished already: not run again", store.url, appended.group, parent.run, len(finished), skipped,
+        )  # fmt: skip
+    return members, finished
+
+
+def _begin_append(
+    store: Store, appended: AppendRun, todo: list[VarWrite], members: Mapping[str, Journal], lease: AppendLease | None
+) -> None:
+    """Before any data: delete receipts that are no longer evidence and write the group journal's ``begin``
+    (with this run's lease token; ``tasks`` and ``keys``: those of the dask variables still to write, for
+    :func:`~zarr_dask.write_ledger`)."""
+    from zarr_dask.graph.target import resolve_target
+    from zarr_dask.graph.write import make_plan
+
+    assert lease is not None
+    tasks = keys = 0
+    for w in todo:
+        arr = _as_dask(w, store)
+        plan = make_plan(arr, resolve_target(arr, Array(store, w.path, w.metadata), None, None, False, w.region, {}))
+        tasks, keys = tasks + plan.tasks, keys + plan.keys
+    resume_append.begin(
+        store, appended.decision, (appended.start,), (appended.end,), 0, lease.token, tasks, keys,
+        kind="dataset-append", append_dim=appended.append_dim,
+        variables=sorted(_member_name(appended.group, p) for p in members),
+    )  # fmt: skip
