@@ -109,7 +109,7 @@ def die_at_commit() -> None:
     commit.commit_metadata = dying  # type: ignore[assignment]
 
 
-if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [array|append|dataset|tree]: a client the test kills
+if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [KIND]: a client the test kills
     import dask
 
     import zarr_dask
@@ -122,10 +122,12 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [arr
     if os.environ.get("ZD_DIE_AT_COMMIT") == "1":
         die_at_commit()
 
-    kind = sys.argv[3] if len(sys.argv) > 3 else "array"
+    kind = sys.argv[3] if len(sys.argv) > 3 else "array"  # array, append, dataset, dataset-append, tree
     with dask.config.set(scheduler="threads", num_workers=2):
         if kind == "append":
             zarr_dask.append(_resume_job.source(sys.argv[2]), sys.argv[1], resume=True)
+        elif kind == "dataset-append":  # to the group tests/xarray/test_resume_dataset_append.py prepared
+            zarr_dask.to_zarr_dataset(_resume_job.dataset(sys.argv[2]), sys.argv[1], append_dim="t", resume=True)
         elif kind == "dataset":  # mode="w": over an older dataset
             zarr_dask.to_zarr_dataset(_resume_job.dataset(sys.argv[2]), sys.argv[1], mode="w", encoding=ENCODING,
                                       resume=True)  # fmt: skip

@@ -236,8 +236,8 @@ def test_resume_refusals(tmp_path: Path) -> None:
     ds = xr.Dataset({"v": ("t", da.zeros(4, chunks=2))})
     url = str(tmp_path / "x.zarr")
     zarr_dask.to_zarr_dataset(ds, url)
-    with pytest.raises(UnsupportedFeatureError, match="append_dim"):
-        zarr_dask.to_zarr_dataset(ds, url, append_dim="t", resume=True)
+    with pytest.raises(UnsupportedFeatureError, match="append_dim= write of a datatree"):  # (a dataset's resumes:
+        zarr_dask.to_zarr_datatree(xr.DataTree(ds), url, append_dim="t", resume=True)  # test_resume_dataset_append.py)
     with pytest.raises(TypeError, match="resume must be"):
         zarr_dask.to_zarr_dataset(ds, url, mode="w", resume=3)  # type: ignore[arg-type]
 
