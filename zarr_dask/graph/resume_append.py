@@ -22,6 +22,11 @@ killed run's own and the shape is still ``from``: no other append ran since, so 
 run's and its receipts are trusted; otherwise another append held the lease meanwhile (and may have written
 rows beyond the shape, or committed some): the receipts are void and every row is written again, at the
 array's end as it is now. The design: docs/design/resume.md, "Appends".
+
+A dataset append (``to_zarr_dataset(..., append_dim=..., resume=True)``) keeps the same journal under its
+group, with the group's length along ``append_dim`` for the shape (one axis) and its receipts per variable,
+``from-<n>/<variable>/t/...`` (:func:`member`; ``decide(..., members=True)`` lists them all at once); its
+commit writes ``complete`` as the array's does (zarr_dask/xarray_backend/to_zarr.py, ``_append_resumable``).
 """
 
 from __future__ import annotations

@@ -494,8 +494,14 @@ def to_zarr_dataset(
         ``"a"``, ``"r+"``) keeps the hierarchy its first run prepared (``mode="w"`` does not delete it again)
         and skips each dask variable's finished writer tasks (neither recomputed nor rewritten); variables in
         memory are written again; if the group changed meanwhile it starts over. With ``region=``: each dask
-        variable's region write is journaled (fan-out jobs: :func:`~zarr_dask.write_ledger`). Not with
-        ``append_dim``. See docs/safe-writes.md, "When a write dies".
+        variable's region write is journaled (fan-out jobs: :func:`~zarr_dask.write_ledger`). With
+        ``append_dim``: the append is resumed as :func:`~zarr_dask.append`'s is, for the whole group under its
+        append lease: finished writer tasks are skipped (a variable whose write finished is not written at
+        all); if it landed already (even long ago: a job run again), nothing is appended and the result names
+        no variable; if other appends landed meanwhile, every row is appended at the new end. Its journal
+        keeps two small records under the group until :func:`~zarr_dask.publish_ledger`; it needs a store
+        with conditional writes (else :class:`~zarr_dask.errors.UnsupportedFeatureError`). See
+        docs/safe-writes.md, "When a write dies".
     safe_chunks, align_chunks
         Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
         dask chunks never need to match Zarr chunks and no rechunk is needed.
