@@ -6,6 +6,7 @@ zarr_dask/graph/resume_append.py (the array append's, at the group level) and do
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -238,7 +239,8 @@ def test_lazy_dataset_append_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyP
             lazy.compute()
         finished = _receipts(url)
         n = len(seen)
-        del lazy  # (its lease: marked lapsed by nobody, it lapses after the TTL; the re-run waits for that)
+        del lazy  # its lease's renewal stops once the Delayed is collected (the traceback's cycle holds it)
+        gc.collect()  # then it lapses after the TTL: the re-run waits for that
         zarr_dask.to_zarr_dataset(_more(src), str(url), append_dim="t", resume=True, compute=False).compute()
     assert finished and sorted(_seen(seen[n:])) == sorted(set(range(12)) - finished)
     assert _data(url) == _clean(tmp_path, _more(da.from_array(SOURCE * 3 + 1, chunks=CHUNKS)))

@@ -201,14 +201,15 @@ def check_resumable(store: Any, path: str, resume: Any, what: str = "append") ->
     an Icechunk session, a store without conditional writes (no append lease)."""
     if not isinstance(resume, bool | str):
         raise TypeError(f"resume must be True, False or a run name (str), got {resume!r}")
+    a = f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
     if is_transactional(store):
         raise UnsupportedFeatureError(
-            f"resume=True cannot journal an {what} into an Icechunk session: what it wrote is lost with an "
+            f"resume=True cannot journal {a} into an Icechunk session: what it wrote is lost with an "
             "uncommitted session; commit in parts instead, or drop resume=True", store=store.url, path=path,
         )  # fmt: skip
     if conditional(store) is None:
         raise UnsupportedFeatureError(
-            f"resume=True on {'an ' if what[0] in 'aeiou' else 'a '}{what} needs a store with conditional writes: "
+            f"resume=True on {a} needs a store with conditional writes: "
             "the evidence that rows beyond the committed shape are this append's is its append lease, which this "
             "store cannot hold (no other append may run between a run and its resumption). Fix: append to a local "
             "path or an object store (S3, GCS, Azure), or drop resume=True (re-running a failed append is safe: "
