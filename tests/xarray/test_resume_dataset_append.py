@@ -27,7 +27,7 @@ from zarr_dask.graph.journal import JOURNAL_DIR
 from zarr_dask.store import open_store
 
 ROWS = 16  # the stored group's length along t before the append: two chunks of v
-ENCODING = {"v": {"chunks": CHUNKS}, "w": {"chunks": (8,)}, "t": {"chunks": (8,)}}
+ENCODING: dict[str, dict[str, Any]] = {"v": {"chunks": CHUNKS}, "w": {"chunks": (8,)}, "t": {"chunks": (8,)}}
 SOURCE = np.arange(np.prod(SHAPE), dtype="f8").reshape(SHAPE)  # v's appended rows: 12 blocks of 8 rows
 W = np.linspace(-1.0, 1.0, SHAPE[0])
 

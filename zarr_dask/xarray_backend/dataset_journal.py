@@ -301,7 +301,7 @@ def group_length(plans: list[GroupPlan], append_dim: Any) -> tuple[int, int]:
     writes (every one starts at the same length: xarray's rule; ``(0, 0)`` when nothing is appended)."""
     for w in (w for p in plans for w in p.writes):
         axis = append_axis(w, append_dim)
-        if axis is not None:
+        if axis is not None and w.old_metadata is not None:
             return int(w.old_metadata.shape[axis]), int(w.metadata.shape[axis])
     return 0, 0
 
