@@ -1,16 +1,18 @@
-"""A resumable whole-dataset write (``to_zarr_dataset(..., mode="w", resume=True, compute=False)``) on a
-``LocalCluster`` of worker processes, a task exiting its worker process half way, then the same write again
-(issue 25). The scheduler gives up at the first lost worker (``allowed-failures: 0``), so the write dies."""
+"""A resumable whole-dataset write (``to_zarr_dataset(..., mode="w", resume=True, compute=False)``) and a
+resumable dataset append (``append_dim=...``) on a ``LocalCluster`` of worker processes, a task exiting its
+worker process half way, then the same write again (issue 25). The scheduler gives up at the first lost worker (``allowed-failures: 0``), so the write dies."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dask
+import numpy as np
 import pytest
 
 import zarr_dask
@@ -20,6 +22,7 @@ from tests.graph._resume_job import ENCODING
 from tests.graph.test_resume import files, identities, receipts, settled
 from tests.graph.test_resume_distributed import _order, expect_killed_worker
 from tests.xarray.test_resume_dataset import _older
+from tests.xarray.test_resume_dataset_append import ROWS, _base, _data, _receipts
 
 pytest.importorskip("distributed")
 
@@ -58,3 +61,36 @@ def test_worker_exits_then_dataset_resumed(client: Any, tmp_path: Path) -> None:
     clean = tmp_path / "clean.zarr"
     zarr_dask.to_zarr_dataset(job.dataset(str(tmp_path / "clean-count")), str(clean), encoding=ENCODING)
     assert files(url) == files(clean)
+
+
+def test_worker_exits_then_dataset_append_resumed(client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumable dataset append computed on the cluster loses a worker half way; the same append again (under
+    the group's lease, which the dropped lazy write lets lapse) skips the finished writer tasks and lands once."""
+    monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
+    url, counter = _base(tmp_path / "a.zarr", np.arange(-ROWS, 0)), tmp_path / "count"
+    control = Path(f"{counter}.ctl")
+    _order(control, {"sleep": 0.2})
+    write = zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True,
+                                      compute=False)  # fmt: skip
+    future = client.compute(write)
+    deadline = time.monotonic() + 60
+    while len(_receipts(url)) < 3 and not future.done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    _order(control, {"sleep": 0.2, "exit_at": len(job.calls(str(counter))) + 1})
+    expect_killed_worker(client, future)
+    del future, write
+    gc.collect()  # the lazy write's lease stops renewing and lapses after its TTL
+    control.unlink()
+    finished = settled(lambda: _receipts(url))
+    assert 0 < len(finished) < 12
+    before, computed = identities(url), len(job.calls(str(counter)))
+    zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True)
+    again = job.calls(str(counter))[computed:]
+    assert not set(again) & finished  # finished blocks: not recomputed
+    assert set(again) >= set(range(12)) - finished
+    after = identities(url)
+    assert all(after[f"v/c/{i + 2}/0"] == before[f"v/c/{i + 2}/0"] for i in finished)  # nor rewritten
+    clean = _base(tmp_path / "clean.zarr", np.arange(-ROWS, 0))
+    zarr_dask.to_zarr_dataset(job.dataset(str(tmp_path / "clean-count")), str(clean), append_dim="t")
+    assert _data(url) == files(clean)
+
