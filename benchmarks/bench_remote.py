@@ -164,6 +164,7 @@ def http_server(root: str, latency: float) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # (see wsgi_server)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -268,6 +269,9 @@ def wsgi_server(app: Callable[..., Any]) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body go out as two sends: with Nagle's algorithm a small body would wait for the client's
+        # delayed ACK of the headers (40 ms) on a kept-alive connection
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -12,9 +12,17 @@ Rows (medians of ``ZD_BENCH_REPEAT`` rounds, default 3, round-robin after a warm
   upstream fails; not timed), then the same call again: only the resumed run is timed.
 
 Each round runs the rows in another order (a row's place in the round changes what the disk and allocator
-left behind for it), and every timed run starts from a quiet machine: what earlier (untimed) runs wrote is flushed to disk first
-(``os.sync``) and a second passes, so no row pays for the write-back of the run before it (the killed run's
-half GiB would otherwise be flushed during the resumed run).
+left behind for it), and every timed run starts from the same state of the machine (:func:`quiesce`):
+
+* what earlier (untimed) runs wrote is flushed to disk (``os.sync``) and a second passes, so no row pays for
+  the write-back of the run before it (the killed run's half GiB would otherwise be flushed during the
+  resumed run);
+* then ``ZD_BENCH_WARM_MIB`` MiB (default 3072; 0: off) of memory are touched and freed. On a virtual machine
+  that hands free memory back to its host (virtio-balloon free page reporting, as on the machine these numbers
+  come from), memory freed a few seconds earlier is slow to touch again, so a run was slower the longer the
+  machine idled before it: the same resumed write took 0.51x the plain one right after the killed run and
+  0.65x after 10 s more (and 0.45x after dropping the page cache). Warming the same memory before every row
+  gives 0.48x and 0.48x (``benchmarks/README.md``, "Session 12").
 
 Targets: ``resumed / plain <= 0.55`` and ``tracked / plain <= 1.05``.
 
@@ -57,6 +65,7 @@ import zarr_dask  # noqa: E402
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
 KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset", "append"
+WARM_MIB = int(os.environ.get("ZD_BENCH_WARM_MIB", "3072"))
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
 #: while set, blocks fail once this many writer tasks finished (a job killed half way); None: nothing fails
 DIE_AFTER: list[int | None] = [None]
@@ -179,9 +188,13 @@ def kill_half_way(target: Target, x: Any) -> None:
 
 
 def quiesce() -> None:
-    """Flush what earlier runs wrote and let the machine settle (untimed)."""
+    """Flush what earlier runs wrote, let the machine settle, then warm the memory the timed run will use (see
+    the module notes; untimed)."""
     os.sync()
     time.sleep(1)
+    if WARM_MIB:
+        warm = np.ones(WARM_MIB << 20, dtype=np.uint8)  # every page touched, then given back
+        del warm
 
 
 def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
