@@ -253,9 +253,16 @@ def test_client_process_killed_then_dataset_append_resumed(tmp_path: Path) -> No
     url = _base(tmp_path / "a.zarr", np.arange(-ROWS, 0))
     child = start_job(url, counter, "dataset-append", ZARR_DASK_APPEND_LEASE_TTL="1.0")
     finished = kill_once_done(child, lambda: _receipts(url), 4)
-    before, computed = identities(url), len(job.calls(str(counter)))
     with dask.config.set(scheduler="threads", num_workers=2):
-        zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True)
+        resume_job_append(url, counter, finished, tmp_path)
+
+
+def resume_job_append(url: Path, counter: Path, finished: set[int], tmp_path: Path) -> None:
+    """Run the job's dataset append (group from :func:`_base` at ``-ROWS``) again with ``resume=True`` after a
+    run that died with the writer tasks ``finished``: those blocks are neither recomputed nor rewritten, the
+    others are computed, and the group equals a clean append's."""
+    before, computed = identities(url), len(job.calls(str(counter)))
+    zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True)
     again = job.calls(str(counter))[computed:]
     assert not set(again) & finished  # finished blocks were not recomputed
     assert set(again) >= set(range(12)) - finished

@@ -22,7 +22,7 @@ from tests.graph._resume_job import ENCODING
 from tests.graph.test_resume import files, identities, receipts, settled
 from tests.graph.test_resume_distributed import _order, expect_killed_worker
 from tests.xarray.test_resume_dataset import _older
-from tests.xarray.test_resume_dataset_append import ROWS, _base, _data, _receipts
+from tests.xarray.test_resume_dataset_append import ROWS, _base, _receipts, resume_job_append
 
 pytest.importorskip("distributed")
 
@@ -83,14 +83,5 @@ def test_worker_exits_then_dataset_append_resumed(client: Any, tmp_path: Path, m
     control.unlink()
     finished = settled(lambda: _receipts(url))
     assert 0 < len(finished) < 12
-    before, computed = identities(url), len(job.calls(str(counter)))
-    zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True)
-    again = job.calls(str(counter))[computed:]
-    assert not set(again) & finished  # finished blocks: not recomputed
-    assert set(again) >= set(range(12)) - finished
-    after = identities(url)
-    assert all(after[f"v/c/{i + 2}/0"] == before[f"v/c/{i + 2}/0"] for i in finished)  # nor rewritten
-    clean = _base(tmp_path / "clean.zarr", np.arange(-ROWS, 0))
-    zarr_dask.to_zarr_dataset(job.dataset(str(tmp_path / "clean-count")), str(clean), append_dim="t")
-    assert _data(url) == files(clean)
+    resume_job_append(url, counter, finished, tmp_path)  # on the cluster (the client is the default scheduler)
 
