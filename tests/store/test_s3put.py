@@ -165,7 +165,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         direct = s3put.direct_put(fs)
         assert direct is not None
 
-        def put(path: str, body: bytes) -> bool:
+        def put(path: str, body: Any) -> bool:
             item = direct.prepare(path, body)
             assert item is not None
             return bool(sync(fs.loop, _put, direct, item))
@@ -205,6 +205,26 @@ def test_a_body_of_many_pieces_arrives_whole_on_every_attempt(scripted: Any) -> 
     assert all(b == body for _, _, b in server.requests)
     assert server.requests[-1][1]["Content-Length"] == str(len(body))
     assert put("bkt/root/c/2", b"") is True and server.requests[-1][2] == b""
+
+
+def test_a_body_given_as_parts_is_hashed_and_sent_whole_never_joined(scripted: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zarr_dask.store.base import Parts
+
+    rng = np.random.default_rng(6)
+    buffers = [rng.integers(0, 256, n, dtype="u1").tobytes() for n in (16, s3put.PIECE + 7, 0, 3, 2 * s3put.PIECE)]
+    body = b"".join(buffers)
+    monkeypatch.setattr(Parts, "__bytes__", _never_joined)
+    server, put = scripted([503])
+    assert put("bkt/root/c/3", Parts([buffers[0], memoryview(buffers[1]), *buffers[2:]])) is True
+    assert [b for _, _, b in server.requests] == [body, body]  # in pieces, on both attempts
+    headers = server.requests[-1][1]
+    assert headers["Content-Length"] == str(len(body))
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(body).hexdigest()
+    assert headers["x-amz-checksum-crc32c"] == base64.b64encode(crc32c(body).to_bytes(4, "big")).decode()
+
+
+def _never_joined(self: Any) -> bytes:
+    raise AssertionError("a Parts value was joined")
 
 
 def test_a_dropped_connection_is_retried(scripted: Any) -> None:

@@ -411,8 +411,10 @@ def write_shard(
     existing: BufferLike | None,
     *,
     is_fill: Callable[[np.ndarray[Any, Any]], bool] | None,
-) -> bytes | None:
-    """The new value of a shard after writing ``value`` into the inner chunks ``parts``.
+    pieces: bool = False,
+) -> bytes | list[bytes | memoryview] | None:
+    """The new value of a shard after writing ``value`` into the inner chunks ``parts`` (``pieces``: as the
+    list of its buffers, index and inner chunks in stored order, not joined).
 
     Parameters
     ----------
@@ -443,4 +445,4 @@ def write_shard(
             payloads.pop(part.coords, None)
             continue
         payloads[part.coords] = pipeline.encode(np.ascontiguousarray(chunk).reshape(chunk.shape), inner_spec)  # 0-d stays 0-d
-    return codec.assemble(payloads)
+    return codec.assemble(payloads, pieces=pieces)

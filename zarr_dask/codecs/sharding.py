@@ -16,7 +16,7 @@ import copy
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 import numpy as np
 
@@ -246,9 +246,15 @@ class ShardingCodec(ArrayBytesCodec):
         zero = np.zeros((), dtype=np.uint64)
         return self._state().index.encode(index, ChunkSpec(shape=index.shape, data_type=_UINT64, fill_value=zero))
 
-    def assemble(self, payloads: Mapping[tuple[int, ...], BufferLike]) -> bytes | None:
+    @overload
+    def assemble(self, payloads: Mapping[tuple[int, ...], BufferLike], pieces: Literal[False] = False) -> bytes | None: ...
+    @overload
+    def assemble(self, payloads: Mapping[tuple[int, ...], BufferLike], pieces: bool) -> bytes | list[bytes | memoryview] | None: ...
+    def assemble(self, payloads: Mapping[tuple[int, ...], BufferLike], pieces: bool = False) -> bytes | list[bytes | memoryview] | None:
         """The shard value holding the encoded inner chunks ``payloads`` (by inner coordinates), laid out in
-        Morton order as zarr-python does; None when there is no payload (the shard is not to be stored)."""
+        Morton order as zarr-python does; None when there is no payload (the shard is not to be stored).
+        ``pieces``: the value as the list of its buffers in stored order (index and inner chunks), not joined --
+        for stores that write a value in pieces."""
         if not payloads:
             return None
         b = self._state()
@@ -264,7 +270,8 @@ class ShardingCodec(ArrayBytesCodec):
             parts.append(data if isinstance(data, bytes) else as_byte_view(data))
             offset += n
         index_bytes = self.encode_index(index)
-        return b"".join([index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes])
+        ordered: list[bytes | memoryview] = [index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes]
+        return ordered if pieces else b"".join(ordered)
 
     # ------------------------------------------------------------------------------------ decode/encode
     def decode(self, data: BufferLike, spec: ChunkSpec) -> np.ndarray[Any, Any]:

@@ -53,6 +53,7 @@ from zarr_dask.spec.layout import sharding_of
 from zarr_dask.spec.paths import key_prefix
 from zarr_dask.store import Store
 from zarr_dask.store.arena import ReadArena, read_arena
+from zarr_dask.store.base import Parts
 from zarr_dask.store.uploads import WriteBehind
 
 _log = logging.getLogger("zarr_dask.core")
@@ -563,23 +564,29 @@ class ChunkIO:
         chunk[p.chunk_sel] = piece
         return chunk
 
-    def _chunk_bytes(self, key: str, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None) -> bytes | None:
+    def _chunk_bytes(
+        self, key: str, p: ChunkProjection, value: np.ndarray[Any, Any], existing: BufferLike | None, parts: bool = False
+    ) -> bytes | None:
         """The new stored bytes of one chunk (``existing`` merged where the write covers it only partly), or
-        None when the chunk is all fill value and empty chunks are not written."""
+        None when the chunk is all fill value and empty chunks are not written (``parts``: unused, a chunk is
+        one buffer)."""
         chunk = self._assemble(p, value, existing, key)
         if not self._keeps_empty(p.coords) and is_fill(chunk, self.fill):
             return None
         return self.encode_chunk(key, chunk, p.coords)
 
     def _shard_bytes(
-        self, key: str, unit: tuple[tuple[int, ...], list[InnerPart]], value: np.ndarray[Any, Any], existing: BufferLike | None
-    ) -> bytes | None:
-        """The new stored bytes of one shard (``unit``: its coordinates and the inner chunks written, merged with
-        ``existing`` inner chunk by inner chunk), or None when no inner chunk is left to store."""
+        self, key: str, unit: tuple[tuple[int, ...], list[InnerPart]], value: np.ndarray[Any, Any],
+        existing: BufferLike | None, pieces: bool = False,
+    ) -> bytes | Parts | None:  # fmt: skip
+        """The new stored value of one shard (``unit``: its coordinates and the inner chunks written, merged with
+        ``existing`` inner chunk by inner chunk), or None when no inner chunk is left to store; ``pieces``: as a
+        :class:`~zarr_dask.store.base.Parts` of its index and inner chunks, not joined."""
         coords, parts = unit
         check = None if self._keeps_empty(coords) else (lambda chunk: is_fill(chunk, self.fill))
         try:
-            return write_shard(self.shard_codec(coords), self.chunk_spec(coords), parts, value, existing, is_fill=check)
+            new = write_shard(self.shard_codec(coords), self.chunk_spec(coords), parts, value, existing, is_fill=check,
+                              pieces=pieces)  # fmt: skip
         except ChunkDecodeError as e:
             raise self._shard_error(key, e) from e
         except ZarrDaskError as e:
@@ -588,6 +595,7 @@ class ChunkIO:
             raise ChunkEncodeError(
                 f"shard {key!r} cannot be encoded ({type(e).__name__}: {e})", store=self.store.url, path=self.path
             ) from e
+        return Parts(new) if isinstance(new, list) else new
 
     def write_from(
         self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, behind: WriteBehind | None = None

@@ -20,13 +20,14 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.errors import UnprotectedWriteWarning, WriteConflictError
 from zarr_dask.spec.ml_types import bits_dtype, is_ml
+from zarr_dask.store.base import Buffer, Parts
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
@@ -36,7 +37,10 @@ if TYPE_CHECKING:
 __all__ = ["Build", "is_fill", "key_mode", "write_keys"]
 
 #: Builds a storage key's new bytes from the write's data and the key's stored bytes (None: nothing to store).
-Build: TypeAlias = "Callable[[str, Any, np.ndarray[Any, Any], BufferLike | None], bytes | None]"
+#: ``build(key, unit, value, existing, parts)``: the new stored value of one key, or None (all fill: not stored);
+#: ``parts``: may be a :class:`~zarr_dask.store.base.Parts` (a shard's index and inner chunks, unjoined) -- only
+#: for a plain write to a store that takes them (:attr:`~zarr_dask.store.base.Store.takes_parts`).
+Build: TypeAlias = "Callable[[str, Any, np.ndarray[Any, Any], BufferLike | None, bool], bytes | Parts | None]"
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
 
@@ -114,15 +118,16 @@ def write_keys(
     key that reaches past the array's shape is merged even when covered whole, so rows another writer appended
     meanwhile survive a write planned on the shorter shape."""
     cas = conditional(io.store)
-    to_set: dict[str, bytes] = {}
-    merged: dict[str, bytes] = {}
+    pieces = io.store.takes_parts
+    to_set: dict[str, bytes | Parts] = {}
+    merged: dict[str, bytes | Parts] = {}
     to_delete: list[str] = []
     guarded: dict[str, tuple[Any, str]] = {}
     partial = 0
     for key, coords, complete, unit in items:
         mode = key_mode(io, coords, complete, cas is not None)
         if mode == "plain" and complete:
-            data = build(key, unit, value, None)
+            data = build(key, unit, value, None, pieces)
             if data is None:
                 to_delete.append(key)
             else:
@@ -137,7 +142,7 @@ def write_keys(
             _warn_unprotected(io.store.url, io.path, partial)
         existing = io.store.get_many(list(guarded))
         for key, (unit, _) in guarded.items():
-            data = build(key, unit, value, existing.get(key))
+            data = build(key, unit, value, existing.get(key), False)
             if data is not None:
                 merged[key] = data
             elif key in existing:
@@ -145,7 +150,7 @@ def write_keys(
     if to_set and behind is not None and behind.offer(io.store, to_set, batched_io=io.store.batched_io):
         to_set = {}
     if to_set or merged:
-        io.store.set_many({**to_set, **merged})
+        io.store.set_many(cast("dict[str, Buffer]", {**to_set, **merged}))  # Parts only where takes_parts
     if to_delete:
         io.store.delete_many(to_delete)
 
@@ -164,7 +169,8 @@ def _write_conditionally(
         writes: dict[str, bytes | None] = {}
         for key, current in got.items():
             unit, mode = items[key]
-            data = build(key, unit, value, None if mode == "replace" else current.value)
+            data = build(key, unit, value, None if mode == "replace" else current.value, False)
+            assert not isinstance(data, Parts)  # (asked for one buffer)
             if data is not None or current.value is not None:
                 writes[key] = data
         return writes

@@ -12,12 +12,50 @@ from zarr_dask.store._counters import RequestCounters
 from zarr_dask.store._keys import normalize_key, normalize_prefix
 from zarr_dask.store.arena import ReadArena
 
-__all__ = ["Buffer", "ByteRange", "Store", "freeze"]
+__all__ = ["Buffer", "ByteRange", "Parts", "Store", "freeze", "joined", "value_nbytes"]
 
 #: What ``set`` accepts; stores keep and return ``bytes``.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 #: One ``get_ranges`` request: ``(key, start, end)`` with fsspec semantics.
 ByteRange: TypeAlias = tuple[str, int | None, int | None]
+
+
+class Parts:
+    """A value to store made of buffers, stored as their concatenation, in order: a shard's index and encoded
+    inner chunks, never joined into one ``bytes`` on the way to a store that writes pieces
+    (:attr:`Store.takes_parts`). Only such stores are ever given one, through ``set`` / ``set_many``.
+
+    It is deliberately not a sequence and has no ``len()`` (a byte count mistaken for a part count would be
+    silent): :attr:`nbytes` is its size, :func:`joined` its bytes, ``buffers`` its pieces.
+
+    Examples
+    --------
+    >>> value = Parts([b"ab", memoryview(b"cde")])
+    >>> value.nbytes, joined(value), value_nbytes(b"xyz")
+    (5, b'abcde', 3)
+    """
+
+    __slots__ = ("buffers", "nbytes")
+
+    def __init__(self, buffers: Sequence[Any]) -> None:  # anything with the buffer protocol
+        self.buffers: tuple[memoryview, ...] = tuple(memoryview(b).cast("B") for b in buffers)
+        self.nbytes: int = sum(b.nbytes for b in self.buffers)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.buffers)
+
+    def __repr__(self) -> str:
+        return f"Parts({len(self.buffers)} buffers, {self.nbytes} bytes)"
+
+
+def joined(value: Buffer | Parts) -> Buffer:
+    """``value`` as one buffer (a :class:`Parts` joined; anything else as it is)."""
+    return bytes(value) if isinstance(value, Parts) else value
+
+
+def value_nbytes(value: Buffer | Parts) -> int:
+    """The size in bytes of a value to store (a :class:`Parts` too)."""
+    return value.nbytes if isinstance(value, Parts) else memoryview(value).nbytes
 
 
 class Store(ABC):
@@ -64,6 +102,9 @@ class Store(ABC):
     #: GCS, Azure): a read in one thread may then fetch its keys in groups at once and decode each group as it
     #: arrives (:func:`~zarr_dask.core.batches.fetch_ahead`) instead of after the whole batch.
     fetches_wait: bool = False
+    #: True when ``set`` and ``set_many`` take :class:`Parts` values and write them in pieces, never joined
+    #: (local files, S3): a write then hands a shard over as its index and inner chunks.
+    takes_parts: bool = False
     #: ``os.open`` flags for :meth:`read_paths` (stores with files only).
     read_flags: int = 0
 

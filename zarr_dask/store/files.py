@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 
 from zarr_dask.store._keys import is_valid_key, resolve_range
-from zarr_dask.store.base import Buffer
+from zarr_dask.store.base import Buffer, Parts
 from zarr_dask.store.tempfiles import TEMP_SUFFIX, sweep_directory
 
 _log = logging.getLogger("zarr_dask.store")
@@ -160,12 +160,14 @@ def read_range(fd: int, size: int, start: int | None, end: int | None) -> bytes:
     return read_exactly(fd, offset, length) if length else b""
 
 
-def write_all(fd: int, value: Buffer) -> None:
-    """Write a whole buffer, looping over short writes."""
-    view = memoryview(value).cast("B")
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def write_all(fd: int, value: Buffer | Parts) -> None:
+    """Write a whole buffer (or each buffer of a :class:`~zarr_dask.store.base.Parts`, in order), looping over
+    short writes."""
+    for buffer in value.buffers if isinstance(value, Parts) else (value,):
+        view = memoryview(buffer).cast("B")
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
 
 
 def replace(temp: str, path: str) -> bool:
@@ -191,7 +193,7 @@ def create_exclusive(path: str, temp: str) -> bool:
 _CREATE_ATTEMPTS = 20
 
 
-def write_temp(directory: str, name: str, value: Buffer, *, fsync: bool) -> str:
+def write_temp(directory: str, name: str, value: Buffer | Parts, *, fsync: bool) -> str:
     """Create ``directory`` if needed and write ``value`` into a fresh temporary file there (named after
     ``name``, with :data:`~zarr_dask.store.tempfiles.TEMP_SUFFIX`); its path."""
     sweep_directory(directory)  # stale temporary files of killed writers (see store/tempfiles.py)

@@ -26,7 +26,7 @@ from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
 from zarr_dask.store import requests, s3put
-from zarr_dask.store.base import Buffer
+from zarr_dask.store.base import Buffer, Parts, joined
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
 
@@ -154,18 +154,25 @@ class S3ConditionalStore(RequestConditionalStore):
             results = list(sync(self.fs.loop, batch, n))
         return self._outcome(plans, results)
 
-    def _send_puts(self, data: dict[str, bytes]) -> list[Any]:
+    #: direct ``PutObject`` requests send a :class:`~zarr_dask.store.base.Parts` value piece by piece
+    takes_parts = True
+
+    def _send_puts(self, data: dict[str, Any]) -> list[Any]:
         """Plain puts: direct ``PutObject`` requests where :mod:`zarr_dask.store.s3put` can send them (bodies
-        hashed here, in the calling thread), s3fs's ``_pipe_file`` for the rest and for any it hands back."""
+        hashed here, in the calling thread), s3fs's ``_pipe_file`` for the rest and for any it hands back (a
+        :class:`~zarr_dask.store.base.Parts` value joined for it)."""
         direct = s3put.direct_put(self.fs)
         if direct is None:
-            return super()._send_puts(data)
-        prepared = [(path, value, direct.prepare(path, value)) for path, value in data.items()]
+            return super()._send_puts({path: joined(value) for path, value in data.items()})
+        prepared = []
+        for path, value in data.items():
+            item = direct.prepare(path, value)
+            prepared.append((path, value if item is not None else joined(value), item))  # (joined here, not on the loop)
         buckets = {item.bucket for _, _, item in prepared if item is not None}
 
-        async def one(path: str, value: bytes, item: s3put.Prepared | None, credentials: dict[str, Any]) -> None:
+        async def one(path: str, value: Buffer | Parts, item: s3put.Prepared | None, credentials: dict[str, Any]) -> None:
             if item is None or not await direct.put(item, credentials[item.bucket]):
-                await self.fs._pipe_file(path, value)
+                await self.fs._pipe_file(path, joined(value))
 
         async def batch(n: int) -> list[Any]:
             credentials = {bucket: await direct.credentials(bucket) for bucket in buckets}
@@ -251,7 +258,7 @@ class MemoryFsConditionalStore(FsspecStore):
         with _MEMORY_LOCK:
             super().set(key, value)
 
-    def set_many(self, items: Mapping[str, Buffer]) -> None:
+    def set_many(self, items: Mapping[str, Buffer | Parts]) -> None:
         with _MEMORY_LOCK:
             super().set_many(items)
 

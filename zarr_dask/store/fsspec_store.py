@@ -15,7 +15,7 @@ from zarr_dask.errors import StoreError, UnsupportedFeatureError
 from zarr_dask.store import requests
 from zarr_dask.store._keys import check_range, has_glob_magic, is_valid_key, resolve_range
 from zarr_dask.store.arena import ReadArena
-from zarr_dask.store.base import Buffer, ByteRange, Store, freeze
+from zarr_dask.store.base import Buffer, ByteRange, Parts, Store, freeze, value_nbytes
 from zarr_dask.store.fsspec_setup import (
     BUCKETED,
     canonical_url,
@@ -298,11 +298,12 @@ class FsspecStore(Store):
             raise self._error("write", key, exc) from exc
         self.counters.add(set=1, bytes_written=len(data))
 
-    def set_many(self, items: Mapping[str, Buffer]) -> None:
+    def set_many(self, items: Mapping[str, Buffer | Parts]) -> None:
         """Write several values in one ``fs.pipe`` call (concurrent on async filesystems)."""
         for key in items:
             self._check_writable("set", key)
-        data = {self._path(key): bytes(value) for key, value in items.items()}
+        pieces = self.takes_parts  # Parts stay in pieces for puts that send them so (S3); else joined here
+        data = {self._path(key): value if pieces and isinstance(value, Parts) else bytes(value) for key, value in items.items()}
         if not data:
             return
         if self.fs.async_impl:  # concurrent puts; an error names the key it happened to
@@ -317,9 +318,9 @@ class FsspecStore(Store):
                 self._with_parents(list(data), lambda: self.fs.pipe(data))
             except Exception as exc:
                 raise self._error("write", next(iter(items)), exc) from exc
-        self.counters.add(set=len(data), bytes_written=sum(map(len, data.values())))
+        self.counters.add(set=len(data), bytes_written=sum(map(value_nbytes, data.values())))
 
-    def _send_puts(self, data: dict[str, bytes]) -> list[Any]:
+    def _send_puts(self, data: dict[str, Any]) -> list[Any]:
         """Concurrent ``_pipe_file`` of every path on an async filesystem: results in order, an exception in
         place of the result of a put that failed."""
         with requests.slots(len(data)) as n:

@@ -14,7 +14,7 @@ from zarr_dask.errors import InvalidPathError
 from zarr_dask.store import files
 from zarr_dask.store._keys import check_range, resolve_range
 from zarr_dask.store.arena import ReadArena
-from zarr_dask.store.base import Buffer, ByteRange, Store
+from zarr_dask.store.base import Buffer, ByteRange, Parts, Store, value_nbytes
 from zarr_dask.store.versioned import Versioned
 
 __all__ = ["TEMP_SUFFIX", "LocalStore"]
@@ -64,6 +64,7 @@ class LocalStore(Store):
     """
 
     batched_io = False
+    takes_parts = True
 
     def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool = False) -> None:
         self.root = os.path.abspath(os.fspath(root))
@@ -281,12 +282,12 @@ class LocalStore(Store):
         return fd, size
 
     # ---------------------------------------------------------------------------------------- writing
-    def set(self, key: str, value: Buffer) -> None:
+    def set(self, key: str, value: Buffer | Parts) -> None:
         """Write ``value`` atomically (temporary file + ``os.replace``)."""
         self._check_writable("set", key)
         self._write(key, self._path(key), value, exclusive=False)
 
-    def set_many(self, items: Mapping[str, Buffer]) -> None:
+    def set_many(self, items: Mapping[str, Buffer | Parts]) -> None:
         """Write several values, one atomic write each."""
         for key in items:
             self._check_writable("set", key)
@@ -402,7 +403,7 @@ class LocalStore(Store):
             self._safe_dirs.clear()
         self.counters.add(delete=1)
 
-    def _write(self, key: str, path: str, value: Buffer, *, exclusive: bool) -> bool:
+    def _write(self, key: str, path: str, value: Buffer | Parts, *, exclusive: bool) -> bool:
         """Write through a temporary file; with ``exclusive`` only if ``key`` does not exist."""
         directory, name = os.path.split(path)
         written = False
@@ -422,7 +423,7 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._error("write", key, exc) from exc
         if written:
-            self.counters.add(set=1, bytes_written=memoryview(value).nbytes)
+            self.counters.add(set=1, bytes_written=value_nbytes(value))
         return written
 
     def _unlink(self, path: str, key: str) -> None:

@@ -68,6 +68,7 @@ from urllib.parse import quote, urlsplit
 from crc32c import crc32c
 
 from zarr_dask import config
+from zarr_dask.store.base import Parts, value_nbytes
 
 __all__ = ["DirectPut", "Target", "direct_put", "sign_put", "stats"]
 
@@ -179,7 +180,8 @@ class Prepared:
     path: str
     bucket: str
     key: str
-    body: bytes
+    body: tuple[Any, ...]  #: the body's buffers, sent one after the other
+    size: int  #: its length in bytes
     payload_hash: str
     checksum: str | None
 
@@ -205,18 +207,29 @@ class DirectPut:
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
     # --------------------------------------------------------------------------- calling thread
-    def prepare(self, path: str, body: bytes) -> Prepared | None:
-        """Hash ``body`` for its request (here, off the event loop); None if it must go through s3fs."""
+    def prepare(self, path: str, body: bytes | Parts) -> Prepared | None:
+        """Hash ``body`` for its request (here, off the event loop); None if it must go through s3fs. A
+        :class:`~zarr_dask.store.base.Parts` body is hashed and sent piece by piece, never joined."""
         bucket, key, version = self.fs.split_path(path)
-        if self._targets.get(bucket, False) is None or version or not key or len(body) >= MAX_DIRECT_BYTES:
+        size = value_nbytes(body)
+        if self._targets.get(bucket, False) is None or version or not key or size >= MAX_DIRECT_BYTES:
             return None
+        buffers = body.buffers if isinstance(body, Parts) else (body,)
+        sha = hashlib.sha256() if self.sign_payload else None
+        crc = 0
+        for buffer in buffers:
+            if sha is not None:
+                sha.update(buffer)
+            if self.checksum:
+                crc = crc32c(buffer, crc)
         return Prepared(
             path,
             bucket,
             key,
-            body,
-            hashlib.sha256(body).hexdigest() if self.sign_payload else "UNSIGNED-PAYLOAD",
-            base64.b64encode(crc32c(body).to_bytes(4, "big")).decode() if self.checksum else None,
+            buffers,
+            size,
+            sha.hexdigest() if sha is not None else "UNSIGNED-PAYLOAD",
+            base64.b64encode(crc.to_bytes(4, "big")).decode() if self.checksum else None,
         )
 
     # ------------------------------------------------------------------------------ event loop
@@ -241,7 +254,7 @@ class DirectPut:
             code = ""
             try:
                 payload = _pieces(item.body)  # (a generator per attempt: a retry sends the body again)
-                headers["Content-Length"] = str(len(item.body))
+                headers["Content-Length"] = str(item.size)
                 async with session.put(_encoded(url), data=payload, headers=headers, allow_redirects=False) as response:
                     body = await response.read()
                     status = response.status
@@ -366,14 +379,16 @@ def _close_all() -> None:
         _close(ident, wait=True)
 
 
-async def _pieces(body: bytes) -> Any:
-    """``body`` in pieces of :data:`PIECE` bytes (memoryviews, no copies), each sent once the previous one left
-    the event loop's buffer. Given whole, aiohttp joins a body to the request's headers (a copy of it, on
-    Python < 3.12.9) and asyncio copies what the socket does not take at once into the transport's buffer (on
-    Python < 3.12): for a 16 MiB shard, two copies of most of it on the event-loop thread."""
-    view = memoryview(body).cast("B")
-    for start in range(0, len(view), PIECE):
-        yield view[start : start + PIECE]
+async def _pieces(buffers: tuple[Any, ...]) -> Any:
+    """The body (``buffers``, one after the other) in pieces of at most :data:`PIECE` bytes (memoryviews, no
+    copies), each sent once the previous one left the event loop's buffer. Given whole, aiohttp joins a body to
+    the request's headers (a copy of it, on Python < 3.12.9) and asyncio copies what the socket does not take at
+    once into the transport's buffer (on Python < 3.12): for a 16 MiB shard, two copies of most of it on the
+    event-loop thread."""
+    for buffer in buffers:
+        view = memoryview(buffer).cast("B")
+        for start in range(0, len(view), PIECE):
+            yield view[start : start + PIECE]
 
 
 def _error_code(body: bytes) -> str:

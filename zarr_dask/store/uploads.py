@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_dask import config
+from zarr_dask.store.base import value_nbytes
 
 __all__ = ["WriteBehind", "pending_bytes"]
 
@@ -68,7 +69,7 @@ class _Group:
 class _Upload:
     store: Any
     group: str
-    items: dict[str, bytes]
+    items: dict[str, Any]  #: values: bytes, or Parts for a store that takes them
     nbytes: int = field(init=False)
     done: bool = False  #: sent (``failed`` if it met an error)
     failed: bool = False
@@ -77,7 +78,7 @@ class _Upload:
     followers: list[_Upload] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.nbytes = sum(len(v) for v in self.items.values())
+        self.nbytes = sum(value_nbytes(v) for v in self.items.values())
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class WriteBehind:
     group: str
     _offered: list[_Upload] = field(default_factory=list, compare=False, repr=False)  # by this handle
 
-    def offer(self, store: Any, items: Mapping[str, bytes], *, batched_io: bool) -> bool:
+    def offer(self, store: Any, items: Mapping[str, Any], *, batched_io: bool) -> bool:
         """Queue ``items`` for upload; returns False, having done nothing, when the store is not batched or
         there is nothing to queue (the caller writes them itself). Waits for room under ``write_behind``."""
         global _used
