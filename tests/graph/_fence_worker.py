@@ -12,6 +12,7 @@ control: fencing switched off, as before it existed). Prints ``ready`` before wr
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
@@ -128,6 +129,7 @@ def main(job: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung writer's stacks, asked for by the test
     try:
         out = {"ok": True, **main(json.loads(sys.argv[1]))}
     except Exception as exc:  # reported to the test, which checks the class

@@ -62,6 +62,14 @@ class Writer:
         _LIVE.append(self)
         assert self._line() == "ready"
 
+    def dump_stacks(self) -> None:
+        """A writer that hangs prints every thread's stack to stderr (the test's captured output) before it
+        is killed (``faulthandler`` on SIGUSR1, see _fence_worker.py)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
@@ -101,6 +109,7 @@ class Writer:
         try:
             out, _ = self.proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.close()
             raise
         lines = [line for line in out.splitlines() if line.startswith("{")]
