@@ -131,6 +131,9 @@ class RequestConditionalStore(FsspecStore):
 class S3ConditionalStore(RequestConditionalStore):
     """An :class:`FsspecStore` on S3 with versioned reads and conditional writes (ETags, ``If-Match``)."""
 
+    #: direct ``PutObject`` requests send a :class:`~zarr_dask.store.base.Parts` value piece by piece
+    takes_parts = True
+
     def set_if_unchanged(self, items: Mapping[str, tuple[Buffer | None, object]]) -> dict[str, bool]:
         """Conditional ``PutObject`` / ``DeleteObject`` requests, one concurrent batch. Creates
         (``If-None-Match: *``) go out as direct requests where :mod:`zarr_dask.store.s3put` can send them (their
@@ -153,9 +156,6 @@ class S3ConditionalStore(RequestConditionalStore):
         with requests.slots(len(plans)) as n:
             results = list(sync(self.fs.loop, batch, n))
         return self._outcome(plans, results)
-
-    #: direct ``PutObject`` requests send a :class:`~zarr_dask.store.base.Parts` value piece by piece
-    takes_parts = True
 
     def _send_puts(self, data: dict[str, Any]) -> list[Any]:
         """Plain puts: direct ``PutObject`` requests where :mod:`zarr_dask.store.s3put` can send them (bodies
