@@ -169,9 +169,10 @@ def test_a_cancelled_batch_gives_back_what_it_borrowed():
 def test_whole_array_reads_keep_many_requests_in_flight(url, sharded):
     data = np.arange(128 * 128, dtype="f8").reshape(128, 128)
     extra = {"shards": (32, 32)} if sharded else {}
-    a = zarr_dask.create_array(url, shape=data.shape, dtype="f8", chunks=(16, 16), storage_options=OPTIONS, **extra)
+    slow = {"zdcount": {"seconds": 0.1}}  # longer than a loaded machine takes to issue the next requests
+    a = zarr_dask.create_array(url, shape=data.shape, dtype="f8", chunks=(16, 16), storage_options=slow, **extra)
     a[:] = data
-    for read in (lambda: zarr_dask.from_zarr(url, storage_options=OPTIONS).compute(num_workers=2), lambda: a[:]):
+    for read in (lambda: zarr_dask.from_zarr(url, storage_options=slow).compute(num_workers=2), lambda: a[:]):
         CountingFS.reset()
         with dask.config.set({"zarr_dask.io-threads": 2}):
             np.testing.assert_array_equal(read(), data)
