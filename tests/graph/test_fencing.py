@@ -359,7 +359,8 @@ def test_a_stalled_region_write_resumed_after_an_append_keeps_the_appended_rows(
     appended.join(90)
     if appended.is_alive():  # the stopped writer holds a lock the append waits for: resume it, then say which
         held = _flocks_of(r.proc.pid)
-        r.signal(signal.SIGCONT)
+        r.signal(signal.SIGUSR1)  # pending while it is stopped: its stacks print (captured stderr) as it resumes,
+        r.signal(signal.SIGCONT)  # before it goes on, so they show the thread that holds the lock
         appended.join(60)
         pytest.fail(f"the append waited for the stopped region writer (its flock'd inodes: {held})")
     r.signal(signal.SIGCONT)
