@@ -35,7 +35,9 @@ def _stop_once(target: Any, name: str) -> None:
             first, state["done"] = not state["done"], True
         if first:
             print("paused", flush=True)
-            os.kill(os.getpid(), signal.SIGSTOP)
+            # to this thread, not the process: kill(getpid()) hands SIGSTOP to the main thread, and this one
+            # ran on (released the others, took a key's flock) until that one woke to stop the group
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
             resumed.set()
         else:
             resumed.wait()
