@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from zarr_dask.store.base import Store
+from zarr_dask.store.base import Store, capable
 
 __all__ = [
     "Carried",
@@ -72,7 +72,7 @@ def is_transactional(store: Any) -> bool:
 def task_store(store: Any) -> Any:
     """The store a writer task writes into: a fork of its own for a transactional store's copy in another
     process, else ``store`` itself."""
-    return store.task_store() if isinstance(store, ForkingStore) else store
+    return store.task_store() if capable(store, ForkingStore) else store
 
 
 # ------------------------------------------------------------------------------------------ sessions at home
@@ -134,7 +134,7 @@ def carry(store: Any, value: Any, tokens: Sequence[Any] = ()) -> Any:
     """``value`` with the changes of ``store`` (a task store) and of the :class:`Carried` ``tokens``; ``value``
     itself when there are none (a plain store, or a transactional one in the caller's process)."""
     carried = [t for t in tokens if isinstance(t, Carried)]
-    own = store.changes() if isinstance(store, ForkingStore) else None
+    own = store.changes() if capable(store, ForkingStore) else None
     forks = [c.changes for c in carried] + ([own] if own is not None else [])
     if not forks:
         return value

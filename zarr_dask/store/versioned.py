@@ -33,10 +33,10 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, cast, runtime_checkable
 
 from zarr_dask import config
-from zarr_dask.store.base import Buffer, Store
+from zarr_dask.store.base import Buffer, Store, capable
 
 __all__ = ["Again", "ConditionalStore", "RetryPolicy", "Versioned", "conditional", "retry_policy", "transact"]
 
@@ -86,7 +86,7 @@ def conditional(store: Store) -> ConditionalStore | None:
     >>> store.get("k")
     b'1'
     """
-    return store if isinstance(store, ConditionalStore) else None
+    return cast(ConditionalStore, store) if capable(store, ConditionalStore) else None
 
 
 _DEFAULT_ATTEMPTS = 64
