@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -64,16 +65,20 @@ def race(
     warmup: bool = True,
 ) -> dict[str, list[float]]:
     """Time several contenders round-robin (one warm-up each, then ``repeat`` rounds), so that machine noise
-    and cache state hit all of them alike rather than whoever happens to run first. ``setup(name)`` runs
-    untimed before each run (e.g. removing the previous run's output). ``warmup=False``: the caller has run
-    every contender once already (e.g. to check its result)."""
+    and cache state hit all of them alike rather than whoever happens to run first. Each round runs them in
+    another order (a fixed-seed shuffle), so no contender always runs right after the same other one: what a
+    contender leaves behind, in the client's memory or in a server's, then hits every contender alike.
+    ``setup(name)`` runs untimed before each run (e.g. removing the previous run's output).
+    ``warmup=False``: the caller has run every contender once already (e.g. to check its result)."""
     for name, func in contenders.items() if warmup else ():
         if setup:
             setup(name)
         func()
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeat):
-        for name, func in contenders.items():
+    names = list(contenders)
+    for r in range(repeat):
+        for name in random.Random(r).sample(names, len(names)):
+            func = contenders[name]
             if setup:
                 setup(name)
             gc.collect()
@@ -105,6 +110,14 @@ class Table:
 
     def ratio(self, workload: str, a: str, b: str) -> float:
         return self.median(workload, a) / self.median(workload, b)
+
+    def paired(self, workload: str, a: str, b: str) -> tuple[float, int, int]:
+        """``a`` against ``b`` round by round (times of one :func:`race`, so round ``i`` of each ran close
+        together): the median of the per-round ratios, the rounds ``a`` was faster in, the rounds. Slow
+        drifts of the machine's load cancel out of each round's ratio, which a ratio of medians keeps."""
+        times = {c: t for w, c, t, _ in self.rows if w == workload}
+        ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
+        return statistics.median(ratios), sum(r < 1 for r in ratios), len(ratios)
 
 
 def make_moto_writes_atomic(setter: Callable[[Any, str, Any], Any] = setattr) -> None:

@@ -737,6 +737,8 @@ def summary(table: Table, skipped: dict[tuple[str, str], str]) -> None:
         elif OURS in m and refs:
             best = min(refs, key=m.__getitem__)
             ratio = f"{m[OURS] / m[best]:.2f}x {best}" + (" ok" if m[OURS] <= 1.2 * m[best] else " MISSED")
+            paired, wins, rounds = table.paired(w, OURS, best)
+            ratio += f"; paired {paired:.2f}x, faster in {wins} of {rounds} rounds"
             if OURS_UNIT in m:
                 ratio += f" ({m[OURS_UNIT] / m[best]:.2f}x chunks=unit)"
         else:
