@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import re
 import signal
 import socket
@@ -96,6 +97,9 @@ def azurite() -> Iterator[str]:
     """Azurite's blob service on 127.0.0.1; yields a connection string for it."""
     args = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck",
             "--loose", "--silent"]  # fmt: skip
+    debug = os.environ.get("ZD_AZURITE_DEBUG")  # a directory: Azurite logs every request there (to trace a hang)
+    if debug:
+        args += ["--debug", str(Path(debug) / f"azurite-{os.getpid()}-{time.time_ns()}.log")]
     with _process(args) as (proc, log):
         found: list[str] = []
 

@@ -107,6 +107,16 @@ def test_append_creates_a_missing_array() -> None:
     np.testing.assert_array_equal(zarr_dask.open_array(store, path="new")[:, 0], [1, 1, 1, 0])
 
 
+def test_first_append_does_not_ask_why_the_array_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer costs requests (a bucket check, the other format's documents) and only serves an error."""
+
+    def explained(*args: object) -> str:
+        raise AssertionError("a missing array was explained to a writer about to create it")
+
+    monkeypatch.setattr(nodes, "not_found_hint", explained)
+    assert zarr_dask.append(da.ones((3, 2), chunks=2), MemoryStore(), component="new", chunks=(2, 2)) == (3, 2)
+
+
 def test_append_to_rectilinear_extends_the_edges() -> None:
     store = MemoryStore()
     create(store, (7,), ((3, 5),), dtype="i4")[:] = np.arange(7)  # the last edge overhangs by 1

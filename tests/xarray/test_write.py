@@ -385,3 +385,17 @@ def test_empty_chunks_encoding_means_not_given():
     store = MemoryStore()
     zarr_dask.to_zarr_dataset(ds, store, encoding={"v": {"chunks": {}}})
     assert zarr_dask.open_array(store, path="v").chunks == (2, 3)
+
+
+def test_a_new_dataset_does_not_ask_why_its_group_is_missing(monkeypatch):
+    """The answer costs requests (a bucket check, the other format's documents) and only serves an error."""
+    from zarr_dask.core import nodes
+
+    def explained(*args):
+        raise AssertionError("a missing group was explained to a writer about to create it")
+
+    monkeypatch.setattr(nodes, "not_found_hint", explained)
+    ds = xr.Dataset({"a": ("t", np.arange(4.0))})
+    store = MemoryStore()
+    zarr_dask.to_zarr_dataset(ds, store)
+    xr.testing.assert_identical(xr.open_dataset(store, engine="zarr_dask").load(), ds)

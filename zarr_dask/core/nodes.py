@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import numpy as np
 
@@ -357,7 +357,7 @@ def delete_node(store: Store, path: str) -> None:
     store.delete_prefix(key_prefix(path))
 
 
-def is_array(node: Any) -> bool:
+def is_array(node: Any) -> TypeGuard[ArrayMetadata]:
     return isinstance(node, ArrayMetadataV2 | ArrayMetadataV3)
 
 

@@ -77,17 +77,12 @@ def _open_for_append(url: Any, component: str | None, storage_options: Mapping[s
         store, path = url.store, url.path
     else:
         store, path = locate(url, component, storage_options)
-    for _ in range(3):
-        try:
-            return Array.open(store, path)
-        except ArrayNotFoundError:
-            node = nodes.read_node(store, path)
-            if node is None:
-                return None
-            if not nodes.is_array(node):
-                raise
-            # an array created between the two reads (a racing first append): open it
-    return Array.open(store, path)
+    node = nodes.read_node(store, path)  # one read (Array.open of a missing array explains why: more requests)
+    if node is None:
+        return None  # the first append creates it
+    if not nodes.is_array(node):
+        return Array.open(store, path)  # raises, naming what is there (or opens an array that replaced it)
+    return Array(store, path, node)
 
 
 def append(

@@ -9,7 +9,7 @@ import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
@@ -241,7 +241,7 @@ def _existing(store: Store, path: str) -> ArrayMetadata:
             store=store.url,
             path=path,
         )
-    return cast(ArrayMetadata, node)
+    return node
 
 
 def create_metadata(target: Target) -> None:

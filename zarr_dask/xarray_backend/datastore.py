@@ -90,7 +90,7 @@ class ZarrDaskDataStore(AbstractDataStore):
         self._unsafe = allow_unsafe_codecs
         dropped = set(drop_variables)
         self._arrays: dict[str, ArrayMeta] = {
-            name: meta  # type: ignore[misc]
+            name: meta
             for name, meta in sorted(hierarchy.children(group).items())
             if nodes.is_array(meta) and name not in dropped
         }

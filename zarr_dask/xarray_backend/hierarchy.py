@@ -344,8 +344,8 @@ class _Walk:
 
 
 # ------------------------------------------------------------------------------------------ public
-def _missing(store: Store, path: str, zarr_format: ZarrFormat | None) -> NodeNotFoundError:
-    hint = nodes.not_found_hint(store, path, zarr_format)
+def _missing(store: Store, path: str, zarr_format: ZarrFormat | None, explain: bool = True) -> NodeNotFoundError:
+    hint = nodes.not_found_hint(store, path, zarr_format) if explain else ""
     return GroupNotFoundError(
         f"No such file or directory: {store.url + ('/' + path if path else '')!r} (no Zarr group or "
         f"consolidated metadata found there){hint or '; check the URL and the group'}",
@@ -383,6 +383,7 @@ def load_hierarchy(
     warn: Callable[[str, type[Warning]], None] | None = None,
     detect_consolidated: bool = False,
     peek: Peek | None = None,
+    explain_missing: bool = True,
 ) -> Hierarchy:
     """Read the metadata of the group at ``path`` and of its members down to ``max_depth`` (None = all).
 
@@ -405,6 +406,10 @@ def load_hierarchy(
     peek
         Called with the members of the groups down to ``max_depth`` (see :data:`Peek`) as soon as each batch
         of their documents is fetched, before anything is parsed. It must not raise.
+    explain_missing
+        When nothing is at ``path``, find out why for the error (a node of the other Zarr format there, a
+        missing bucket: more requests). False for callers to whom a missing group is the expected answer (a
+        writer about to create it).
 
     Raises
     ------
@@ -451,7 +456,9 @@ def load_hierarchy(
             )
         first = listing.result()[1] if listing is not None else None
         if root is None:
-            return _implicit_root(store, path, zarr_format, first, max_depth, pool, warn, consolidated, peeker)
+            return _implicit_root(
+                store, path, zarr_format, first, max_depth, pool, warn, consolidated, peeker, explain_missing
+            )
         if consolidated is None:
             warn(CONSOLIDATED_FALLBACK_WARNING, RuntimeWarning)
         assert fmt is not None
@@ -489,6 +496,7 @@ def _implicit_root(
     warn: Callable[[str, type[Warning]], None],
     consolidated: bool | None,
     peeker: _Peeker | None,
+    explain: bool = True,
 ) -> Hierarchy:
     """No document at ``path``: an implicit group if some child has one (format from the children)."""
     dirs = first if first is not None else store.list_dir(key_prefix(path))[1]
@@ -500,4 +508,4 @@ def _implicit_root(
                 warn(CONSOLIDATED_FALLBACK_WARNING, RuntimeWarning)
             group = nodes.ImplicitGroup(zarr_format=fmt, attributes={})
             return Hierarchy(store=store, path=path, zarr_format=fmt, group=group, nodes=walk.nodes, skipped=walk.skipped)
-    raise _missing(store, path, zarr_format)
+    raise _missing(store, path, zarr_format, explain)

@@ -64,7 +64,9 @@ class StoreState:
         if empty:
             return cls(store, None, None)
         try:
-            h = load_hierarchy(store, "", consolidated=False, max_depth=None, detect_consolidated=True)
+            h = load_hierarchy(
+                store, "", consolidated=False, max_depth=None, detect_consolidated=True, explain_missing=False
+            )
         except GroupNotFoundError as e:
             if "holds an array" in e.problem:
                 raise
@@ -83,7 +85,7 @@ class StoreState:
     def arrays(self, path: str) -> dict[str, ArrayMetadata]:
         prefix = path + "/" if path else ""
         return {
-            k[len(prefix) :]: v  # type: ignore[misc]
+            k[len(prefix) :]: v
             for k, v in self.nodes.items()
             if k.startswith(prefix) and "/" not in k[len(prefix) :] and nodes.is_array(v)
         }
