@@ -96,7 +96,7 @@ def fake_gcs_server() -> Iterator[str]:
 def azurite() -> Iterator[str]:
     """Azurite's blob service on 127.0.0.1; yields a connection string for it."""
     args = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck",
-            "--loose", "--silent"]  # fmt: skip
+            "--loose", "--silent", "--disableTelemetry"]  # fmt: skip (telemetry: requests off the machine)
     debug = os.environ.get("ZD_AZURITE_DEBUG")  # a directory: Azurite logs every request there (to trace a hang)
     if debug:
         args += ["--debug", str(Path(debug) / f"azurite-{os.getpid()}-{time.time_ns()}.log")]
