@@ -7,7 +7,8 @@ Fixtures for any test module:
 * ``s3_storage_options``: fresh dict of fsspec/s3fs options for that server.
 * ``s3_bucket_url``: ``"s3://<fresh bucket>/root.zarr"``; the bucket is emptied and removed afterwards.
 * ``memory_url``: ``"memory://<unique>"`` on fsspec's memory filesystem, cleared afterwards.
-* ``gcs_server`` / ``azurite_server`` (session): fake-gcs-server and Azurite on ``127.0.0.1`` (tests/emulators.py),
+* ``gcs_server`` (session) / ``azurite_server`` (session, renewed between tests every 6 minutes, before Azurite's blob
+  sweep stalls it): fake-gcs-server and Azurite on ``127.0.0.1`` (tests/emulators.py),
   marked ``gcs`` / ``azure``; ``gcs_bucket_url`` (``"gs://<fresh bucket>/root.zarr"``) with
   ``gcs_storage_options``, ``azure_container_url`` (``"az://<fresh container>/root.zarr"``) with
   ``azure_storage_options``.
@@ -213,15 +214,25 @@ def gcs_bucket_url(gcs_storage_options: dict[str, Any]) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def azurite_server() -> Iterator[str]:
-    """Azurite's blob service on 127.0.0.1 for the whole session (per xdist worker); yields a connection string."""
+def _azurite() -> Iterator[Any]:
+    """Azurite's blob service on 127.0.0.1 for the session (per xdist worker), renewed before its blob sweep
+    would stall it (``tests.emulators.RenewedAzurite``)."""
     pytest.importorskip("adlfs", reason="adlfs is needed for the Azure tests")
-    from tests.emulators import AZURITE, azurite
+    from tests.emulators import AZURITE, RenewedAzurite
 
     if not AZURITE.exists():
         pytest.skip(f"Azurite is not installed at {AZURITE}: run `make .venv/.installed` (npm ci)")
-    with azurite() as connection_string:
-        yield connection_string
+    renewed = RenewedAzurite()
+    try:
+        yield renewed
+    finally:
+        renewed.close()
+
+
+@pytest.fixture
+def azurite_server(_azurite: Any) -> str:
+    """A connection string of the session's Azurite (one test never sees two)."""
+    return str(_azurite.connection_string())
 
 
 @pytest.fixture

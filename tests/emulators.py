@@ -114,3 +114,36 @@ def azurite() -> Iterator[str]:
             f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
             f"BlobEndpoint={found[0]}/{AZURITE_ACCOUNT};"
         )
+
+
+#: How long one Azurite serves tests before the next test gets a fresh one (see :class:`RenewedAzurite`).
+AZURITE_MAX_AGE = 6 * 60.0
+
+
+class RenewedAzurite:
+    """Azurite, replaced by a fresh one for the next test once it has run :data:`AZURITE_MAX_AGE` seconds.
+
+    Azurite 3.37 sweeps unreferenced blob data 10 minutes after it starts (then every 10 minutes), and that
+    sweep blocks its event loop: ``MemoryExtentStore.deleteExtents`` awaits only resolved promises and computes
+    the store's total size for every extent it deletes. After the blobs of ten minutes of tests were deleted,
+    one sweep of 10,934 extents took 142 s, during which Azurite answered no request at all: a writer then
+    "hung" on a plain read and the test timed out (ZD_AZURITE_DEBUG's log showed the sweep and no request in
+    between). Each test uses a container of its own, so a test never spans two Azurites; one that starts by
+    ``AZURITE_MAX_AGE`` ends long before the sweep."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._connection: str | None = None
+        self._started = 0.0
+
+    def connection_string(self) -> str:
+        """The connection string of an Azurite young enough for one more test."""
+        if self._connection is None or time.monotonic() - self._started > AZURITE_MAX_AGE:
+            self.close()
+            self._connection = self._stack.enter_context(azurite())
+            self._started = time.monotonic()
+        return self._connection
+
+    def close(self) -> None:
+        self._stack.close()
+        self._connection = None
