@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import zarr_dask
 from tests.cli._helpers import run
 
 zarr = pytest.importorskip("zarr", reason="zarr-python is the oracle of these tests")
-xr = pytest.importorskip("xarray")
 
 pytestmark = pytest.mark.oracle
 

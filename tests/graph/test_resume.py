@@ -263,5 +263,5 @@ def test_client_process_killed_at_random_points(tmp_path: Path, seed: int) -> No
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4, 12))
-def test_killed_write_at_random_points(tmp_path: Path, seed: int) -> None:
-    test_killed_write_resumes_without_recomputing_or_rewriting(tmp_path, seed)
+def test_killed_write_at_random_points(tmp_path: Path, seed: int, capsys: pytest.CaptureFixture[str]) -> None:
+    test_killed_write_resumes_without_recomputing_or_rewriting(tmp_path, seed, capsys)
