@@ -2,8 +2,9 @@
 
 The upstream computation is a ``map_blocks`` of :func:`expensive`, a module-level function (so its dask name,
 hence the write's run id, is the same in every process). Each call appends its block's index to a counter
-file, sleeps ``ZD_RESUME_SLEEP`` seconds, and exits its process from the ``ZD_RESUME_EXIT_AT``-th call overall on
-(a worker or client killed mid-write).
+file, sleeps ``ZD_RESUME_SLEEP`` seconds, and the first call from the ``ZD_RESUME_EXIT_AT``-th overall on exits
+its process (a worker killed mid-write): one call per order, so the other worker's next task, or the restarted
+worker's first, does not exit too (a nanny whose new worker dies while it starts closes for good).
 """
 
 from __future__ import annotations
@@ -32,10 +33,19 @@ def expensive(block: np.ndarray, counter: str, block_info: Any = None) -> np.nda
     control = Path(counter + ".ctl")  # worker processes read their orders here: {"exit_at": N, "sleep": s}
     orders = json.loads(control.read_text()) if control.exists() else {}
     exit_at = int(os.environ.get("ZD_RESUME_EXIT_AT", orders.get("exit_at", 0)))
-    if exit_at and calls >= exit_at:
+    if exit_at and calls >= exit_at and _first_to_exit(counter, exit_at):
         os._exit(17)
     time.sleep(float(os.environ.get("ZD_RESUME_SLEEP", orders.get("sleep", 0))))
     return block * 3 + 1
+
+
+def _first_to_exit(counter: str, exit_at: int) -> bool:
+    """Whether this call claims the order's one exit (atomically, across processes)."""
+    try:
+        os.close(os.open(f"{counter}.exited-{exit_at}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 class Dies(Exception):
