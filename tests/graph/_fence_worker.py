@@ -18,15 +18,62 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 
+class _FlockGate:
+    """Counts this process's threads inside a store lock file (:meth:`LockFiles.lock`, an ``flock``) and, while a
+    stop is being made, keeps new ones out: the writer stops at its hook holding no lock, as the tests mean it
+    to. (Stopped inside one, for the few microseconds of a compare-and-rename, e.g. by its lease's renewal
+    thread, it makes every other writer of that key wait until it is resumed: safe, but the test would hang.)"""
+
+    def __init__(self) -> None:
+        from zarr_dask.store.files import LockFiles
+
+        self.cond = threading.Condition()
+        self.held = 0
+        self.stopping = False
+        original = LockFiles.lock
+
+        @contextmanager
+        def gated(locks: Any, lock_name: str, fallback: Any = None) -> Iterator[None]:
+            with self.cond:
+                self.cond.wait_for(lambda: not self.stopping)
+                self.held += 1
+            try:
+                with original(locks, lock_name, fallback):
+                    yield
+            finally:
+                with self.cond:
+                    self.held -= 1
+                    self.cond.notify_all()
+
+        LockFiles.lock = gated  # type: ignore[method-assign,assignment]
+
+    def stop(self) -> None:
+        """SIGSTOP this process once no thread holds a lock file; none takes one until it is resumed."""
+        with self.cond:
+            self.stopping = True
+            if not self.cond.wait_for(lambda: self.held == 0, timeout=30):
+                raise RuntimeError("a store lock stayed held for 30 s: cannot stop outside it")
+        # to this thread, not the process: kill(getpid()) hands SIGSTOP to the main thread, and this one
+        # ran on (released the others, took a key's flock) until that one woke to stop the group
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        with self.cond:
+            self.stopping = False
+            self.cond.notify_all()
+
+
 def _stop_once(target: Any, name: str) -> None:
-    """Stop the process (SIGSTOP) at the first call of ``target.name``; every other call (another dask thread)
-    waits until the process is resumed, so nothing slips through while the stop is being delivered."""
+    """Stop the process (SIGSTOP) at the first call of ``target.name``, holding no store lock (:class:`_FlockGate`);
+    every other call (another dask thread) waits until the process is resumed, so nothing slips through while
+    the stop is being delivered."""
     original = getattr(target, name)
+    gate = _FlockGate()
     state = {"done": False}
     lock, resumed = threading.Lock(), threading.Event()
 
@@ -35,9 +82,7 @@ def _stop_once(target: Any, name: str) -> None:
             first, state["done"] = not state["done"], True
         if first:
             print("paused", flush=True)
-            # to this thread, not the process: kill(getpid()) hands SIGSTOP to the main thread, and this one
-            # ran on (released the others, took a key's flock) until that one woke to stop the group
-            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            gate.stop()
             resumed.set()
         else:
             resumed.wait()
