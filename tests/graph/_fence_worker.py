@@ -40,12 +40,12 @@ class _FlockGate:
         original = LockFiles.lock
 
         @contextmanager
-        def gated(locks: Any, lock_name: str, fallback: Any = None) -> Iterator[None]:
+        def gated(*args: Any, **kwargs: Any) -> Iterator[None]:
             with self.cond:
                 self.cond.wait_for(lambda: not self.stopping)
                 self.held += 1
             try:
-                with original(locks, lock_name, fallback):
+                with original(*args, **kwargs):
                     yield
             finally:
                 with self.cond:

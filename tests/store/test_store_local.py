@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -248,3 +254,54 @@ def test_relative_roots_are_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
     store = LocalStore("rel.zarr")
     assert store.root == str(tmp_path / "rel.zarr")
     assert pickle.loads(pickle.dumps(store)).root == store.root
+
+
+# ------------------------------------------------------------------------------------------------ locks
+_HOLD_AND_STOP = """
+import os, signal, sys
+from zarr_dask.store import LocalStore
+store = LocalStore(sys.argv[1])
+with store.key_lock("a/k"):
+    print("holding", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # a frozen writer, inside the lock
+"""
+
+
+@pytest.mark.skipif(not files_module.HAVE_FLOCK or not os.path.exists("/proc/locks"), reason="flock and /proc/locks")
+def test_a_wait_for_a_lock_a_stopped_process_holds_is_logged_with_its_pid(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer frozen inside a key's lock makes the next writer of that key wait until it resumes (safe: its
+    comparison is already made); the wait must not be silent: it is logged naming the process and its state."""
+    monkeypatch.setattr(files_module, "LOCK_WAIT_WARNING", 0.3)
+    store.set("a/k", b"v0")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_AND_STOP, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{holder.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        writer = threading.Thread(target=store.set, args=("a/k", b"v1"))
+        with caplog.at_level(logging.WARNING, logger="zarr_dask.store"):
+            writer.start()
+            writer.join(3)
+            assert writer.is_alive()  # waits: the lock is held
+            message = " ".join(r.getMessage() for r in caplog.records)
+            assert f"process {holder.pid} (stopped)" in message and "'a/k'" in message and str(root) in message
+            holder.send_signal(signal.SIGCONT)  # resumed: it leaves the lock, the write goes on
+            writer.join(30)
+        assert not writer.is_alive()
+        assert store.get("a/k") == b"v1"
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.communicate()
+
+
+def test_an_uncontended_lock_logs_nothing(store: LocalStore, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="zarr_dask.store"):
+        for _ in range(3):
+            store.set("a/k", b"v")
+            assert store.set_if_unchanged({"a/k": (b"w", store.get_versioned(["a/k"])["a/k"].version)}) == {"a/k": True}
+    assert not caplog.records

@@ -276,10 +276,61 @@ def empty_directory(root: str) -> None:
             os.unlink(entry.path)
 
 
-def lock_exclusively(fd: int) -> None:
-    """``flock(fd, LOCK_EX)``: wait for the lock of an open lock file (released when ``fd`` is closed)."""
+#: A wait this long for a lock file is logged, naming the process that holds it (a stopped or frozen process
+#: keeps its locks until it resumes or exits: every writer of that key waits meanwhile, safely but silently).
+LOCK_WAIT_WARNING = 10.0
+
+
+def lock_exclusively(fd: int, what: str = "a lock file") -> None:
+    """``flock(fd, LOCK_EX)``: wait for the lock of an open lock file (released when ``fd`` is closed). A wait
+    longer than :data:`LOCK_WAIT_WARNING` is logged (``what`` names the lock), and the wait goes on."""
     assert _fcntl is not None, "callers check HAVE_FLOCK"
-    _fcntl.flock(fd, _fcntl.LOCK_EX)
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    timer = threading.Timer(LOCK_WAIT_WARNING, _warn_waiting, (os.fstat(fd), what))
+    timer.daemon = True
+    timer.start()
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX)
+    finally:
+        timer.cancel()
+
+
+def _warn_waiting(st: os.stat_result, what: str) -> None:
+    holders = lock_holders(st)
+    who = ", ".join(f"process {pid} ({state})" for pid, state in holders) or "another process"
+    _log.warning("waiting over %g s for %s, held by %s; a stopped or frozen process keeps it until it "
+                 "resumes or exits, and this write waits until then", LOCK_WAIT_WARNING, what, who)  # fmt: skip
+
+
+_PROCESS_STATES = {"T": "stopped", "t": "stopped by a debugger", "D": "waiting for a disk", "Z": "exited"}
+
+
+def lock_holders(st: os.stat_result) -> list[tuple[int, str]]:
+    """``(pid, state)`` of the processes holding an ``flock`` on the file ``st`` describes, from ``/proc/locks``
+    (Linux; empty elsewhere). A state is "running", "stopped", ..."""
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->" or fields[5] != inode:  # "->": a waiter, not a holder
+            continue
+        pid = int(fields[4])
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                code = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            code = "?"
+        found.append((pid, _PROCESS_STATES.get(code, "running" if code in "RS" else code)))
+    return found
 
 
 #: Keys hash onto this many lock files per store root (a plain write or delete of a key takes one, briefly).
@@ -300,10 +351,10 @@ class LockFiles:
     def key_lock(self, key: str) -> AbstractContextManager[None]:
         """The lock of one key: one of :data:`KEY_LOCK_STRIPES` lock files (not reentrant)."""
         stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "little") % KEY_LOCK_STRIPES
-        return self.lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)])
+        return self.lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)], what=f"the lock of key {key!r}")
 
     @contextmanager
-    def lock(self, name: str, fallback: threading.Lock | None = None) -> Iterator[None]:
+    def lock(self, name: str, fallback: threading.Lock | None = None, what: str | None = None) -> Iterator[None]:
         """``flock`` on the lock file ``name``. Without flock or a usable lock directory the work goes on with
         a warning, serialised in this process only (by ``fallback``, if given)."""
         try:
@@ -318,7 +369,7 @@ class LockFiles:
                 yield
             return
         try:
-            lock_exclusively(fd)
+            lock_exclusively(fd, f"{what or f'the lock {name!r}'} of {self.url}")
             yield
         finally:
             os.close(fd)  # closing releases the lock
