@@ -277,20 +277,21 @@ def empty_directory(root: str) -> None:
 
 
 #: A wait this long for a lock file is logged, naming the process that holds it (a stopped or frozen process
-#: keeps its locks until it resumes or exits: every writer of that key waits meanwhile, safely but silently).
+#: keeps its locks until it resumes or exits, and every writer of that key waits meanwhile).
 LOCK_WAIT_WARNING = 10.0
 
 
-def lock_exclusively(fd: int, what: str = "a lock file") -> None:
+def lock_exclusively(fd: int, what: str, where: str) -> None:
     """``flock(fd, LOCK_EX)``: wait for the lock of an open lock file (released when ``fd`` is closed). A wait
-    longer than :data:`LOCK_WAIT_WARNING` is logged (``what`` names the lock), and the wait goes on."""
+    longer than :data:`LOCK_WAIT_WARNING` is logged (``what``: the key or lock name, ``where``: the store),
+    and the wait goes on."""
     assert _fcntl is not None, "callers check HAVE_FLOCK"
     try:
         _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
         return
     except BlockingIOError:
         pass
-    timer = threading.Timer(LOCK_WAIT_WARNING, _warn_waiting, (os.fstat(fd), what))
+    timer = threading.Timer(LOCK_WAIT_WARNING, _warn_waiting, (os.fstat(fd), what, where))
     timer.daemon = True
     timer.start()
     try:
@@ -299,11 +300,12 @@ def lock_exclusively(fd: int, what: str = "a lock file") -> None:
         timer.cancel()
 
 
-def _warn_waiting(st: os.stat_result, what: str) -> None:
+def _warn_waiting(st: os.stat_result, what: str, where: str) -> None:
     holders = lock_holders(st)
     who = ", ".join(f"process {pid} ({state})" for pid, state in holders) or "another process"
-    _log.warning("waiting over %g s for %s, held by %s; a stopped or frozen process keeps it until it "
-                 "resumes or exits, and this write waits until then", LOCK_WAIT_WARNING, what, who)  # fmt: skip
+    _log.warning("waiting over %g s for the lock of %r in %s, held by %s; a stopped or frozen process keeps it "
+                 "until it resumes or exits, and this write waits until then", LOCK_WAIT_WARNING, what, where,
+                 who)  # fmt: skip
 
 
 _PROCESS_STATES = {"T": "stopped", "t": "stopped by a debugger", "D": "waiting for a disk", "Z": "exited"}
@@ -351,12 +353,13 @@ class LockFiles:
     def key_lock(self, key: str) -> AbstractContextManager[None]:
         """The lock of one key: one of :data:`KEY_LOCK_STRIPES` lock files (not reentrant)."""
         stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "little") % KEY_LOCK_STRIPES
-        return self.lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)], what=f"the lock of key {key!r}")
+        return self.lock(f"k{stripe}", _THREAD_LOCKS[stripe % len(_THREAD_LOCKS)], key=key)
 
     @contextmanager
-    def lock(self, name: str, fallback: threading.Lock | None = None, what: str | None = None) -> Iterator[None]:
-        """``flock`` on the lock file ``name``. Without flock or a usable lock directory the work goes on with
-        a warning, serialised in this process only (by ``fallback``, if given)."""
+    def lock(self, name: str, fallback: threading.Lock | None = None, key: str | None = None) -> Iterator[None]:
+        """``flock`` on the lock file ``name`` (taken for ``key``, if given: a long wait's warning names it).
+        Without flock or a usable lock directory the work goes on with a warning, serialised in this process
+        only (by ``fallback``, if given)."""
         try:
             fd = open_lock_file(self.real_base, name) if HAVE_FLOCK else -1
         except OSError as exc:
@@ -369,7 +372,7 @@ class LockFiles:
                 yield
             return
         try:
-            lock_exclusively(fd, f"{what or f'the lock {name!r}'} of {self.url}")
+            lock_exclusively(fd, name if key is None else key, self.url)
             yield
         finally:
             os.close(fd)  # closing releases the lock
