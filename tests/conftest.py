@@ -309,18 +309,30 @@ def every_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any]
 
 
 @contextlib.contextmanager
-def local_cluster_client(threads_per_worker: int = 1) -> Iterator[Any]:
+def local_cluster_client(threads_per_worker: int = 1, *, losing_workers: bool = False) -> Iterator[Any]:
     """A ``distributed.Client`` on a 2-process ``LocalCluster`` on loopback (no dashboard), closed on exit.
 
     Use it in a module-scoped fixture: while the client lives it is dask's default scheduler, so each module
-    that wants a cluster starts its own rather than one for the whole session."""
+    that wants a cluster starts its own rather than one for the whole session.
+
+    ``losing_workers``, for tests whose tasks kill their worker process: the scheduler gives up on a task at
+    the first lost worker (``allowed-failures: 0``), and the cluster never gives up on a lost worker. Its nanny
+    restarts it, but ``SpecCluster`` also closes a worker's nanny for good when no worker of that name is
+    registered ``lost-worker-timeout`` (15 s) after a removal: a worker lost again while that timer runs out
+    (the next test killing it, its restart still under way) left the cluster one worker short, and the next
+    ``wait_for_workers(2)`` timed out (CI, test_worker_death_then_resume_s3). The timeout is held while the
+    cluster lives, since it is read at each removal."""
+    import dask
     import distributed
 
-    cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=threads_per_worker, dashboard_address=":0", silence_logs=50
-    )
-    try:
-        with distributed.Client(cluster) as client:
-            yield client
-    finally:
-        cluster.close()
+    config = {"distributed.scheduler.allowed-failures": 0, "distributed.deploy.lost-worker-timeout": "1 day"}
+    with dask.config.set(config if losing_workers else {}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=threads_per_worker, dashboard_address=":0",
+            silence_logs=50,
+        )  # fmt: skip
+        try:
+            with distributed.Client(cluster) as client:
+                yield client
+        finally:
+            cluster.close()

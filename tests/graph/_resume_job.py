@@ -4,7 +4,8 @@ The upstream computation is a ``map_blocks`` of :func:`expensive`, a module-leve
 hence the write's run id, is the same in every process). Each call appends its block's index to a counter
 file, sleeps ``ZD_RESUME_SLEEP`` seconds, and the first call from the ``ZD_RESUME_EXIT_AT``-th overall on exits
 its process (a worker killed mid-write): one call per order, so the other worker's next task, or the restarted
-worker's first, does not exit too (a nanny whose new worker dies while it starts closes for good).
+worker's first, does not exit too (a nanny whose new worker dies while it starts closes for good). The orders
+(``{"sleep": s, "slow_from": N, "slow": t}``) can make the N-th call on sleep ``t`` seconds instead.
 """
 
 from __future__ import annotations
@@ -35,8 +36,21 @@ def expensive(block: np.ndarray, counter: str, block_info: Any = None) -> np.nda
     exit_at = int(os.environ.get("ZD_RESUME_EXIT_AT", orders.get("exit_at", 0)))
     if exit_at and calls >= exit_at and _first_to_exit(counter, exit_at):
         os._exit(17)
-    time.sleep(float(os.environ.get("ZD_RESUME_SLEEP", orders.get("sleep", 0))))
+    pause = float(os.environ.get("ZD_RESUME_SLEEP", orders.get("sleep", 0)))
+    if "slow_from" in orders and calls >= int(orders["slow_from"]):
+        pause = max(pause, float(orders["slow"]))
+    time.sleep(pause)
     return block * 3 + 1
+
+
+def warm() -> None:
+    """Import what a write's tasks unpickle, in a worker process (a fresh or restarted worker's first write)."""
+    import contextlib
+    import importlib
+
+    for name in ("zarr_dask", "xarray", "s3fs"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _first_to_exit(counter: str, exit_at: int) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
+from tests.conftest import local_cluster_client
 from tests.graph import _resume_job as job
 from tests.graph.test_resume import files, identities, receipts, settled
 from zarr_dask.graph.journal import JOURNAL_DIR
@@ -27,15 +28,8 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0", silence_logs=50
-        )
-    try:
-        with distributed.Client(cluster) as c:
-            yield c
-    finally:
-        cluster.close()
+    with local_cluster_client(losing_workers=True) as c:
+        yield c
 
 
 def _idle(client: Any) -> None:
@@ -57,17 +51,31 @@ def _die(
     client: Any, counter: Path, url: str, options: dict[str, Any] | None, kill: bool, done: Any, sleep: float = 0.2,
     append: bool = False,
 ) -> None:  # fmt: skip
-    """Run the job's write (``append``: its resumable append) on the cluster until it dies, once ``done()``
-    (the receipts) lists 3 finished tasks: the next upstream task to start exits its worker process, or
-    (``kill``) the test SIGKILLs a worker."""
-    control = Path(f"{counter}.ctl")
-    _order(control, {"sleep": sleep})  # slow upstream blocks: time to see receipts land
+    """Run the job's write (``append``: its resumable append) on the cluster until it dies (:func:`lose_a_worker`)."""
     if append:
         write = zarr_dask.append(job.source(str(counter)), url, storage_options=options, resume=True, compute=False)
     else:
         write = zarr_dask.to_zarr(
             job.source(str(counter)), url, storage_options=options, chunks=job.CHUNKS, resume=True, compute=False
         )
+    lose_a_worker(client, write, counter, done, kill=kill, sleep=sleep)
+
+
+#: Upstream calls from the 7th on sleep 1 s: the 12 blocks' writer tasks all wait for the write's one target
+#: task (the array's creation, its journal), and while it runs (slowly: a fresh worker's imports) the workers
+#: compute the upstream blocks ahead; had all 12 been computed before 3 receipts landed, the exit order below
+#: would find no call left to exit, and the write would complete (seen once in 12 runs under load).
+RUN_AHEAD = {"slow_from": 7, "slow": 1.0}
+
+
+def lose_a_worker(client: Any, write: Any, counter: Path, done: Any, kill: bool = False, sleep: float = 0.2) -> None:
+    """Compute ``write`` (of :mod:`_resume_job`'s blocks, counted in ``counter``) on the cluster until it dies,
+    once ``done()`` (its receipts) lists 3 finished tasks: the next upstream task to start exits its worker
+    process, or (``kill``) the test SIGKILLs a worker. Upstream blocks sleep ``sleep`` seconds (time to see
+    receipts land)."""
+    control = Path(f"{counter}.ctl")
+    _order(control, {"sleep": sleep, **RUN_AHEAD})
+    client.run(job.warm)
     future = client.compute(write)
     deadline = time.monotonic() + 60
     while len(done()) < 3 and not future.done() and time.monotonic() < deadline:
@@ -77,7 +85,7 @@ def _die(
     else:  # the task that starts next exits its worker on its call, the N-th
         _order(control, {"sleep": sleep, "exit_at": len(job.calls(str(counter))) + 1})
     expect_killed_worker(client, future)
-    Path(f"{counter}.ctl").unlink()
+    control.unlink()
 
 
 def expect_killed_worker(client: Any, future: Any) -> None:

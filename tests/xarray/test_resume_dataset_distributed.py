@@ -4,14 +4,11 @@ worker process half way, then the same write again (issue 25). The scheduler giv
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import dask
 import numpy as np
 import pytest
 
@@ -20,7 +17,7 @@ from tests.conftest import local_cluster_client
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import ENCODING
 from tests.graph.test_resume import files, identities, receipts, settled
-from tests.graph.test_resume_distributed import _order, expect_killed_worker
+from tests.graph.test_resume_distributed import lose_a_worker
 from tests.xarray.test_resume_dataset import _older
 from tests.xarray.test_resume_dataset_append import ROWS, _base, _receipts, resume_job_append
 
@@ -29,27 +26,16 @@ pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    with contextlib.ExitStack() as stack:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            c = stack.enter_context(local_cluster_client())
+    with local_cluster_client(losing_workers=True) as c:
         yield c
 
 
 def test_worker_exits_then_dataset_resumed(client: Any, tmp_path: Path) -> None:
     url, counter = tmp_path / "a.zarr", tmp_path / "count"
-    control = Path(f"{counter}.ctl")
     _older(str(url))
-    _order(control, {"sleep": 0.2})  # slow upstream blocks: time to see receipts land
     write = zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), mode="w", encoding=ENCODING, resume=True,
                                       compute=False)  # fmt: skip
-    future = client.compute(write)
-    deadline = time.monotonic() + 60
-    while len(receipts(url / "v")) < 3 and not future.done() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    _order(control, {"sleep": 0.2, "exit_at": len(job.calls(str(counter))) + 1})  # the next block exits its worker
-    expect_killed_worker(client, future)
-    del future
-    control.unlink()
+    lose_a_worker(client, write, counter, lambda: receipts(url / "v"))
     finished = settled(lambda: receipts(url / "v"))
     assert 0 < len(finished) < 12
     before, computed = identities(url), len(job.calls(str(counter)))
@@ -68,19 +54,11 @@ def test_worker_exits_then_dataset_append_resumed(client: Any, tmp_path: Path, m
     the group's lease, which the dropped lazy write lets lapse) skips the finished writer tasks and lands once."""
     monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
     url, counter = _base(tmp_path / "a.zarr", np.arange(-ROWS, 0)), tmp_path / "count"
-    control = Path(f"{counter}.ctl")
-    _order(control, {"sleep": 0.2})
     write = zarr_dask.to_zarr_dataset(job.dataset(str(counter)), str(url), append_dim="t", resume=True,
                                       compute=False)  # fmt: skip
-    future = client.compute(write)
-    deadline = time.monotonic() + 60
-    while len(_receipts(url)) < 3 and not future.done() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    _order(control, {"sleep": 0.2, "exit_at": len(job.calls(str(counter))) + 1})
-    expect_killed_worker(client, future)
-    del future, write
+    lose_a_worker(client, write, counter, lambda: _receipts(url))
+    del write
     gc.collect()  # the lazy write's lease stops renewing and lapses after its TTL
-    control.unlink()
     finished = settled(lambda: _receipts(url))
     assert 0 < len(finished) < 12
     resume_job_append(url, counter, finished, tmp_path)  # on the cluster (the client is the default scheduler)
