@@ -3,7 +3,11 @@ and between object storage and local files (moto S3 server), with the real comma
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,3 +71,27 @@ def test_s3_to_local_and_back(s3_bucket_url: str, s3_storage_options: dict[str, 
     assert_same_data(back, expected, s3_storage_options)
     sst = zarr_dask.open_array(back, path="surface/sst", storage_options=s3_storage_options)
     assert (sst.zarr_format, sst.chunks, sst.fill_value) == (2, (6, 12, 20), -999)
+
+
+def test_a_worker_lost_twice_is_restarted_both_times() -> None:
+    """A --workers cluster whose worker dies (an OOM kill), and again while distributed's lost-worker-timeout
+    (15 s by default) of the first death runs out: its nanny restarts it both times, and the cluster is whole."""
+    from zarr_dask.cli.convert import _scheduler
+
+    def kill_worker_named(client: Any, name: int) -> None:
+        names = client.run_on_scheduler(lambda dask_scheduler: {a: w.name for a, w in dask_scheduler.workers.items()})
+        address = next(a for a, n in names.items() if n == name)
+        os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
+
+    with _scheduler(argparse.Namespace(scheduler=None, workers=2, threads=1)) as client:
+        first = time.monotonic()
+        kill_worker_named(client, 0)
+        time.sleep(0.5)
+        client.wait_for_workers(2, timeout=60)
+        time.sleep(max(0.0, 14.3 - (time.monotonic() - first)))  # its restart straddles the first death's 15 s
+        kill_worker_named(client, 0)
+        time.sleep(3.0)
+        client.wait_for_workers(2, timeout=30)
+        names = client.run_on_scheduler(lambda dask_scheduler: [w.name for w in dask_scheduler.workers.values()])
+        assert sorted(names) == [0, 1]
+        assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3

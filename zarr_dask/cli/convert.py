@@ -18,6 +18,8 @@ __all__ = ["register"]
 
 log = logging.getLogger("zarr_dask.cli")
 
+LOST_WORKER_TIMEOUT = "1 day"  # a --workers cluster never closes a lost worker for good (its nanny restarts it)
+
 _DESCRIPTION = """\
 Copy the hierarchy (or array) at SRC to DST -- groups, attributes, dimension names and xarray conventions
 intact -- changing the Zarr format, the chunks, the shards and the compressors. Every storage key is written
@@ -58,11 +60,17 @@ def _scheduler(args: argparse.Namespace) -> Iterator[Any]:
             log.info("connected to the scheduler at %s", args.scheduler)
             yield client
         return
-    cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=args.threads or 1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.ERROR)  # fmt: skip
-    with cluster, distributed.Client(cluster) as client:
-        log.info("started a LocalCluster of %d worker(s) with %d thread(s) each", args.workers, args.threads or 1)
-        yield client
+    dask: Any = importlib.import_module("dask")
+    # The nannies restart a lost worker (an OOM kill); distributed's SpecCluster also closes a worker's nanny for
+    # good when no worker of its name is registered lost-worker-timeout (15 s) after a removal, so a worker lost
+    # again while that timer ran out left the job a worker short for good -- or with none, waiting forever. The
+    # timeout is read at each removal: it is held while the cluster lives.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": LOST_WORKER_TIMEOUT}):
+        cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=args.threads or 1,
+                                           processes=True, dashboard_address=":0", silence_logs=logging.ERROR)  # fmt: skip
+        with cluster, distributed.Client(cluster) as client:
+            log.info("started a LocalCluster of %d worker(s) with %d thread(s) each", args.workers, args.threads or 1)
+            yield client
 
 
 def _for(url: str, options: dict[str, Any] | None) -> dict[str, Any] | None:
