@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, check: bool = True, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m zarr_dask.cli ARGS`` in a subprocess (the real command)."""
+    """``python -m zarr_dask.cli ARGS`` in a subprocess (the real command), with Python's fault handler on: a
+    command that crashes in C (once: exit -6 after its output, stderr empty) shows its threads' stacks."""
+    env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "zarr_dask.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
     )
