@@ -316,16 +316,16 @@ def local_cluster_client(threads_per_worker: int = 1, *, losing_workers: bool = 
     that wants a cluster starts its own rather than one for the whole session.
 
     ``losing_workers``, for tests whose tasks kill their worker process: the scheduler gives up on a task at
-    the first lost worker (``allowed-failures: 0``), and the cluster never gives up on a lost worker. Its nanny
-    restarts it, but ``SpecCluster`` also closes a worker's nanny for good when no worker of that name is
-    registered ``lost-worker-timeout`` (15 s) after a removal: a worker lost again while that timer runs out
-    (the next test killing it, its restart still under way) left the cluster one worker short, and the next
-    ``wait_for_workers(2)`` timed out (CI, test_worker_death_then_resume_s3). The timeout is held while the
-    cluster lives, since it is read at each removal."""
+    the first lost worker (``allowed-failures: 0``), and the cluster never closes a lost worker for good (the
+    timeout ``zarr-dask convert --workers`` holds too, :data:`zarr_dask.cli.convert.LOST_WORKER_TIMEOUT`: by
+    default a worker lost again within 15 s of a loss stayed lost, and the next ``wait_for_workers(2)`` timed
+    out in CI)."""
     import dask
     import distributed
 
-    config = {"distributed.scheduler.allowed-failures": 0, "distributed.deploy.lost-worker-timeout": "1 day"}
+    from zarr_dask.cli.convert import LOST_WORKER_TIMEOUT
+
+    config = {"distributed.scheduler.allowed-failures": 0, "distributed.deploy.lost-worker-timeout": LOST_WORKER_TIMEOUT}
     with dask.config.set(config if losing_workers else {}):
         cluster = distributed.LocalCluster(
             n_workers=2, processes=True, threads_per_worker=threads_per_worker, dashboard_address=":0",
