@@ -12,7 +12,8 @@ Fixtures for any test module:
   marked ``gcs`` / ``azure``; ``gcs_bucket_url`` (``"gs://<fresh bucket>/root.zarr"``) with
   ``gcs_storage_options``, ``azure_container_url`` (``"az://<fresh container>/root.zarr"``) with
   ``azure_storage_options``.
-* ``local_cluster_client()``: a context manager for module-scoped ``distributed`` client fixtures.
+* ``local_cluster_client()``: a context manager for module-scoped ``distributed`` client fixtures;
+  ``gather_or_stacks()``: gather futures, or fail showing where the running tasks wait.
 * ``any_store_url``: parametrized over ``memory-store``, ``local``, ``fsspec-memory`` and ``s3``; yields
   ``(url_or_store, storage_options)`` ready for ``open_store(url_or_store, storage_options=...)``;
   ``every_store_url`` adds ``gcs`` and ``azure`` (the independent-writer suites); ``store_of_kind(request, kind)``
@@ -306,6 +307,23 @@ def any_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] |
 def every_store_url(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any] | None]:
     """As ``any_store_url``, and on the GCS and Azure emulators too (the independent-writer suites)."""
     return store_of_kind(request, request.param)
+
+
+def gather_or_stacks(client: Any, futures: list[Any], timeout: float = 240) -> list[Any]:
+    """``client.gather(futures)``, or, if they are not all done in ``timeout`` seconds, a test failure showing
+    the stacks of the tasks still running in the workers (a hang then names where each worker waits, which
+    pytest-timeout's dump of this process cannot)."""
+    import distributed
+
+    try:
+        distributed.wait(futures, timeout=timeout)
+    except TimeoutError:
+        stacks = client.call_stack()
+        shown = "\n".join(f"{worker} {key}:\n{''.join(stack)}" for worker, tasks in stacks.items()
+                          for key, stack in tasks.items())  # fmt: skip
+        pytest.fail(f"{sum(not f.done() for f in futures)} of {len(futures)} tasks not done after {timeout} s; "
+                    f"the running tasks' stacks:\n{shown}")  # fmt: skip
+    return list(client.gather(futures))
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from tests.conftest import CLOUD_KINDS, local_cluster_client, store_of_kind
+from tests.conftest import CLOUD_KINDS, gather_or_stacks, local_cluster_client, store_of_kind
 from tests.graph.test_concurrent_writers import QUICK_SEEDS, SLOW_SEEDS, region_case, run_append_case
 
 distributed = pytest.importorskip("distributed")
@@ -46,7 +46,7 @@ def _run_cluster_regions(client: Any, seed: int, target: Any, options: Any) -> i
     for i, (region, method) in enumerate(zip(case["regions"], case["methods"], strict=True)):
         expected[region] = i
         futures.append(client.submit(_region_write, target, options, region, i, int(method), pure=False))
-    assert client.gather(futures) == list(range(len(futures)))
+    assert gather_or_stacks(client, futures) == list(range(len(futures)))
     return int((zarr_dask.open_array(target, storage_options=options)[:] != expected).sum())
 
 
@@ -121,7 +121,7 @@ def test_xarray_region_pattern_96_one_row_tasks(client: Any, tmp_path: Path, req
     )
     zarr_dask.to_zarr_dataset(template, url, mode="w", compute=False, storage_options=options, encoding={"v": {"chunks": (8, 4)}})
     futures = client.map(_write_row, [url] * 96, [options] * 96, range(96), pure=False)
-    assert sorted(client.gather(futures)) == list(range(96))
+    assert sorted(gather_or_stacks(client, futures)) == list(range(96))
     got = xr.open_dataset(url, engine="zarr_dask", storage_options=options, chunks=None)["v"].values
     np.testing.assert_array_equal(got, np.repeat(np.arange(96.0), 4).reshape(96, 4))
 
@@ -140,7 +140,7 @@ def test_two_processes_creating_arrays_in_one_consolidated_hierarchy(
     zarr_dask.create_group(url, storage_options=options)
     zarr_dask.consolidate_metadata(url, storage_options=options)
     futures = [client.submit(_create_arrays, url, options, tag, 24, pure=False) for tag in "pq"]
-    assert client.gather(futures) == [24, 24]
+    assert gather_or_stacks(client, futures) == [24, 24]
     fresh = zarr_dask.open_group(url, storage_options=options, use_consolidated=True)
     assert all(fresh[f"{tag}/a{i}"].shape == (i + 1,) for tag in "pq" for i in range(24))
     assert zarr_dask.check_consolidated(url, storage_options=options) == []
