@@ -15,20 +15,24 @@ from zarr_dask.testing.latency import LatencyFileSystem, latency_store
 DELAY = 0.05
 
 
-def _timed(func):
-    start = time.perf_counter()
-    result = func()
-    return result, time.perf_counter() - start
+def _timed(func, tries=1):
+    """``func()`` and the shortest of ``tries`` timings of it (a noisy machine only ever adds time)."""
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return result, best
 
 
 def test_a_batch_of_50_gets_costs_about_one_latency(memory_url):
     store = open_store(f"latency::{memory_url}", storage_options={"latency": {"seconds": DELAY}})
     keys = [f"k/{i}" for i in range(50)]
-    _, put = _timed(lambda: store.set_many({k: b"%d" % i for i, k in enumerate(keys)}))
-    found, batched = _timed(lambda: store.get_many([*keys, "missing"]))
+    _, put = _timed(lambda: store.set_many({k: b"%d" % i for i, k in enumerate(keys)}), tries=3)
+    found, batched = _timed(lambda: store.get_many([*keys, "missing"]), tries=3)
     assert len(found) == 50 and found["k/7"] == b"7"
     _, one_by_one = _timed(lambda: [store.get(k) for k in keys[:5]])
-    ranges, ranged = _timed(lambda: store.get_ranges([(k, 0, 1) for k in keys]))
+    ranges, ranged = _timed(lambda: store.get_ranges([(k, 0, 1) for k in keys]), tries=3)
     assert ranges[3] == b"3"
     assert DELAY <= batched < 10 * DELAY and DELAY <= put < 10 * DELAY and DELAY <= ranged < 10 * DELAY
     assert one_by_one >= 5 * DELAY  # five round trips
