@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "ArrayNotFoundError",
+    "BucketNotFoundError",
     "ChunkDecodeError",
     "ChunkEncodeError",
     "ContainsArrayError",
@@ -42,7 +43,10 @@ __all__ = [
     "NodeNotFoundError",
     "NonMonotonicCoordinateWarning",
     "ReadOnlyError",
+    "StoreAccessDeniedError",
+    "StoreCredentialsError",
     "StoreError",
+    "StoreThrottledError",
     "UnknownCodecError",
     "UnknownExtensionError",
     "UnprotectedWriteWarning",
@@ -202,6 +206,24 @@ class ReadOnlyError(ZarrDaskError, PermissionError):
 
 class StoreError(ZarrDaskError, OSError):
     """The storage backend failed (I/O error, permission, network)."""
+
+
+class BucketNotFoundError(StoreError):
+    """The bucket or container of a remote store does not exist (or the credentials cannot see it): nothing
+    was written. Never reported as a missing node, an existing one or a lost race."""
+
+
+class StoreCredentialsError(StoreError):
+    """The storage service did not accept the credentials (missing, wrong or expired)."""
+
+
+class StoreAccessDeniedError(StoreError):
+    """The storage service denied a request: the credentials lack the permission for it."""
+
+
+class StoreThrottledError(StoreError):
+    """The storage service kept throttling the requests (S3 ``SlowDown``, HTTP 429, Azure ``ServerBusy``)
+    through every retry."""
 
 
 class WritePlanError(ZarrDaskError, ValueError):

@@ -190,6 +190,10 @@ class Store(ABC):
         their own thread lock."""
         return nullcontext()
 
+    def _bucket(self) -> str | None:
+        """The bucket or container this store lives in, for error messages (None: not an object store)."""
+        return None
+
     def root_problem(self) -> str | None:
         """Why nothing can be stored under this store's root, if the store can tell (a bucket that does not
         exist, say), else None. Asked only to explain a node not found, so it may cost a request."""
@@ -340,7 +344,14 @@ class Store(ABC):
             )
 
     def _error(self, action: str, key: str, exc: BaseException) -> StoreError:
-        """A StoreError naming this store, the key and the failure (raise it ``from exc``)."""
+        """A StoreError naming this store, the key and the failure (raise it ``from exc``): a missing bucket,
+        refused credentials, a denied request and throttling each get their own class and fix
+        (:mod:`zarr_dask.store.failures`)."""
+        from zarr_dask.store.failures import classify, failure_error
+
+        known = classify(exc)
+        if known is not None:
+            return failure_error(*known, action=action, key=key, store=self.url, bucket=self._bucket())
         return StoreError(
             f"cannot {action} key {key!r}: {type(exc).__name__}: {exc}; check that the storage is "
             "reachable and that the credentials / storage_options allow it",

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from zarr_dask.store.base import Buffer
-from zarr_dask.store.fsspec_conditional import RequestConditionalStore, _is_conflict
+from zarr_dask.store.fsspec_conditional import RequestConditionalStore, is_conflict
 from zarr_dask.store.versioned import Versioned
 
 __all__ = ["AzureBlobConditionalStore", "GCSConditionalStore"]
@@ -56,7 +56,7 @@ class GCSConditionalStore(_CreateOnly):
             else:  # "delete if absent": nothing to do unless it exists
                 return not await self.fs._exists(path)
         except Exception as exc:
-            if _is_conflict(exc):  # gcsfs raises FileExistsError for 412, FileNotFoundError for 404
+            if is_conflict(exc, create=version is None and value is not None):  # gcsfs: FileExistsError for 412, FileNotFoundError for 404
                 return False
             raise
         return True
@@ -125,4 +125,4 @@ def _azure_conflict(exc: BaseException) -> bool:
     code = getattr(code, "value", code)  # azure-storage-blob's StorageErrorCode is a str Enum
     if code is not None:
         return str(code) in _AZURE_CONFLICTS
-    return getattr(exc, "status_code", None) in (409, 412) or _is_conflict(exc)
+    return getattr(exc, "status_code", None) in (409, 412) or is_conflict(exc, create=False)

@@ -25,7 +25,7 @@ from typing import Any
 from fsspec.asyn import sync
 from fsspec.spec import AbstractFileSystem
 
-from zarr_dask.store import requests, s3put
+from zarr_dask.store import failures, requests, s3put
 from zarr_dask.store.base import Buffer, Parts, joined
 from zarr_dask.store.fsspec_store import FsspecStore
 from zarr_dask.store.versioned import Versioned
@@ -66,10 +66,20 @@ def _client_error_code(exc: BaseException) -> str | None:
     return None
 
 
-def _is_conflict(exc: BaseException) -> bool:
-    if isinstance(exc, FileExistsError | FileNotFoundError):  # If-None-Match: * on an existing key; If-Match on a gone one
+def is_conflict(exc: BaseException, *, create: bool) -> bool:
+    """Whether ``exc`` only says that a conditional request's condition did not hold. A missing bucket, refused
+    credentials, a denied request or throttling never do (:mod:`zarr_dask.store.failures`), and neither does a
+    "not found" answer to a create (``create``: ``If-None-Match: *``), which can only be the bucket's."""
+    if failures.classify(exc) is not None:
+        return False
+    if isinstance(exc, FileExistsError):  # If-None-Match: * on an existing key
         return True
-    return _client_error_code(exc) in _CONFLICT_CODES
+    if isinstance(exc, FileNotFoundError):  # If-Match on a key gone meanwhile
+        return not create
+    code = _client_error_code(exc)
+    if create and code in ("NoSuchKey", "404"):
+        return False
+    return code in _CONFLICT_CODES
 
 
 class RequestConditionalStore(FsspecStore):
@@ -213,7 +223,7 @@ class S3ConditionalStore(RequestConditionalStore):
             else:  # "delete if absent": nothing to do unless it exists
                 return not await self.fs._exists(path)
         except Exception as exc:
-            if _is_conflict(exc):
+            if is_conflict(exc, create=version is None and value is not None):
                 return False
             raise
         return True

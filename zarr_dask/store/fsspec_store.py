@@ -493,6 +493,20 @@ class FsspecStore(Store):
         """A path returned by the filesystem, spelled as our paths (without protocol)."""
         return name if name.startswith(self._base) else str(self.fs._strip_protocol(name))
 
+    def _bucket(self) -> str | None:
+        return self.path.split("/", 1)[0] if protocol(self.fs) in BUCKETED and self.path else None
+
+    def _error(self, action: str, key: str, exc: BaseException) -> StoreError:
+        """As :meth:`Store._error`; on an object store a write answered "not found" (gcsfs: a bare 404) can only
+        mean that the bucket or container is missing: a write never needs the key to exist."""
+        bucket = self._bucket()
+        if bucket and action == "write" and isinstance(exc, FileNotFoundError):
+            from zarr_dask.store.failures import classify, failure_error
+
+            if classify(exc) is None:
+                return failure_error("bucket", f"{type(exc).__name__}: {exc}", action=action, key=key, store=self.url, bucket=bucket)
+        return super()._error(action, key, exc)
+
     def root_problem(self) -> str | None:
         """A bucket or container that does not exist (object stores), else None."""
         if protocol(self.fs) not in BUCKETED or not self.path:
