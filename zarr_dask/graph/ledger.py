@@ -109,10 +109,11 @@ class WriteLedger:
         arrays = {e.path for e in self.entries if e.path in self.arrays and (path is None or e.path == path)}
         if path is not None and path not in self.arrays:
             arrays = set()
+        by_path = _by_path(self.entries)
         out: list[Bounds] = []
         for given in regions:
             per_array, shown = self._resolve(given, arrays)
-            if not per_array or not all(self._done(p, r) for p, r in per_array.items()):
+            if not per_array or not all(_done(by_path[p], r) for p, r in per_array.items()):
                 out.append(shown)
         return out
 
@@ -152,14 +153,6 @@ class WriteLedger:
         if per_array:
             return per_array, next(iter(per_array.values()))[: len(items)]
         return {}, tuple(_open_bounds(s) for s in items)
-
-    def _done(self, path: str, region: Region) -> bool:
-        mine = [e for e in self.entries if e.path == path]
-        covered = any(e.status == "done" and _contains(e.region, region) for e in mine)
-        blocked = any(
-            (e.status == "partial" and _overlaps(e.region, region)) or e.status == "damaged" for e in mine
-        )
-        return covered and not blocked
 
     @property
     def complete(self) -> bool:
@@ -220,6 +213,21 @@ def _slices(given: Any) -> tuple[slice, ...]:
 def _open_bounds(s: slice) -> tuple[int, int | None]:
     """A region's bounds where no journaled array tells the shape (nothing journaled: reported as given)."""
     return (int(s.start or 0), None if s.stop is None else int(s.stop))
+
+
+def _by_path(entries: Iterable[LedgerEntry]) -> dict[str, list[LedgerEntry]]:
+    out: dict[str, list[LedgerEntry]] = {}
+    for e in entries:
+        out.setdefault(e.path, []).append(e)
+    return out
+
+
+def _done(entries: Sequence[LedgerEntry], region: Region) -> bool:
+    """Whether ``region`` of an array is done, given the entries of its journaled writes: a finished write
+    covers it and no unfinished one (partial, not superseded; damaged: region unknown) overlaps it."""
+    covered = any(e.status == "done" and _contains(e.region, region) for e in entries)
+    blocked = any((e.status == "partial" and _overlaps(e.region, region)) or e.status == "damaged" for e in entries)
+    return covered and not blocked
 
 
 def _contains(outer: Region, inner: Region) -> bool:
@@ -285,11 +293,12 @@ def _arrays(store: Store, docs: Mapping[str, bytes], paths: Iterable[str]) -> di
 
 def _supersede(entries: list[LedgerEntry]) -> list[LedgerEntry]:
     """Mark partial writes whose region a later run of the same array finished as superseded."""
+    by_path = _by_path(entries)
     out = []
     for e in entries:
         later = None
         if e.status == "partial" and e.region and e.started is not None:
-            later = next((d for d in entries if d.status == "done" and d.path == e.path and d.started is not None
+            later = next((d for d in by_path[e.path] if d.status == "done" and d.started is not None
                           and d.started > e.started and _contains(d.region, e.region)), None)  # fmt: skip
         out.append(dataclasses.replace(e, status="superseded", superseded_by=later.run) if later else e)
     return out
