@@ -184,6 +184,10 @@ def test_damaged_begin_record_is_a_clear_error(
     store = open_store(url, storage_options=options)
     (run,) = [r for r, names in _journal(store, "v").items() if "complete" not in names]
     key = f"v/{JOURNAL_DIR}/{run}/begin"
+    for tampered in (b'{"region": [[48, 96]], "tasks": 6}', b"[1, 2]", b'{"region": [[96, 48], [0, 40]]}', b"null"):
+        store.set(key, tampered)  # JSON, but not a begin record of this 2-d array
+        with pytest.raises(MetadataError, match=r"is not a begin record .* one \[start, stop\] pair per dimension"):
+            zarr_dask.write_ledger(url, storage_options=options)
     store.set(key, b"\x00garbage{")
     for call in (zarr_dask.write_ledger, zarr_dask.publish_ledger):
         with pytest.raises(MetadataError) as info:

@@ -268,8 +268,8 @@ def _damaged_error(store: Store, entries: Sequence[LedgerEntry], raw: Mapping[st
     key = e.key + BEGIN
     more = f" (and {len(entries) - 1} more)" if len(entries) > 1 else ""
     return MetadataError(
-        f"the journal record {key!r}{more} is not a begin record of a resumable write (a JSON object with a region "
-        f"[[start, stop], ...] and a number of tasks); found {bytes(raw.get(key, b''))[:60]!r}: it was damaged or "
+        f"the journal record {key!r}{more} is not a begin record of a resumable write of this node (a JSON object "
+        f"with a region of one [start, stop] pair per dimension and a number of tasks); found {bytes(raw.get(key, b''))[:60]!r}: it was damaged or "
         "written by something else, so the ledger cannot tell which region that write covers. Fix: run the job "
         "that wrote it again with resume=True (it treats the damaged record as absent and writes its region "
         f"again), or delete the journal {e.key!r}; publish_ledger(..., force=True) (zarr-dask ledger --publish "
@@ -326,7 +326,19 @@ def _read(store: Store, path: str) -> tuple[list[LedgerEntry], dict[str, _ArrayI
             path=p, run=run, region=region, status="done" if done else "partial",
             tasks=tasks, tasks_done=tasks if done else receipts, started=started,
         ))  # fmt: skip
-    return _supersede(entries), _arrays(store, raw, {p for p, _ in found}), raw
+    arrays = _arrays(store, raw, {p for p, _ in found})
+    entries = [_fits(e, arrays) for e in entries]
+    return _supersede(entries), arrays, raw
+
+
+def _fits(e: LedgerEntry, arrays: Mapping[str, _ArrayInfo]) -> LedgerEntry:
+    """``e``, or ``e`` damaged when its region cannot be one of its array's (a pair per dimension, start <= stop)."""
+    info = arrays.get(e.path)
+    if info is None or e.status == "damaged":
+        return e
+    if len(e.region) == len(info.shape) and all(0 <= a <= b for a, b in e.region):
+        return e
+    return dataclasses.replace(e, region=(), status="damaged", tasks=0, tasks_done=0)
 
 
 def write_ledger(
