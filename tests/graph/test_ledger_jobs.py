@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -49,11 +50,13 @@ def _journal(store: Any, array: str) -> dict[str, list[str]]:
     return out
 
 
-def _killed_after_w(url: str, options: Any, tmp_path: Path, rows: tuple[int, int], version: int = 1) -> None:
+def _killed_after_w(
+    url: str, options: Any, tmp_path: Path, rows: tuple[int, int], version: int = 1, hold_at: int = 2
+) -> None:
     """Run the job of ``rows`` in a child process and SIGKILL it once ``w``'s write finished and ``v``'s is
     partial (one of ``v``'s blocks hangs; the job's other thread finishes the rest)."""
     counter = tmp_path / f"count-{rows[0]}-{version}"
-    Path(f"{counter}.ctl").write_text(json.dumps({"sleep": 0.05, "hold_at": 2}))
+    Path(f"{counter}.ctl").write_text(json.dumps({"sleep": 0.05, "hold_at": hold_at}))
     store = open_store(url, storage_options=options)
     before = set(_journal(store, "w")) | set(_journal(store, "v"))
     child = _run(url, rows, counter, version, options)
@@ -149,6 +152,27 @@ def test_job_resubmitted_with_a_fix_supersedes_its_killed_run(
     assert "published: consolidated metadata written" in capsys.readouterr().out
     assert open_store(url, storage_options=options).list_prefix(f"v/{JOURNAL_DIR}") == []
     _check_data(url, options, {FIRST: 1, SECOND: 2})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_jobs_killed_at_random_points(tmp_path: Path, seed: int) -> None:
+    """Both jobs killed at random blocks of v (after w finished), one of them submitted again with a fix: the
+    ledger lists exactly the regions to submit again, and the data ends exact."""
+    rng = random.Random(seed)
+    url = str(tmp_path / "fan.zarr")
+    zarr_dask.to_zarr_dataset(job.template(), url, compute=False, encoding=job.ENCODING)
+    for rows in (FIRST, SECOND):
+        _killed_after_w(url, None, tmp_path, rows, hold_at=rng.randint(1, 5))
+    assignments = [(slice(*FIRST),), (slice(*SECOND),)]
+    assert zarr_dask.write_ledger(url).missing(assignments) == [((0, 48),), ((48, 96),)]
+    _finish(url, None, tmp_path, FIRST)  # resumed
+    assert zarr_dask.write_ledger(url).missing(assignments) == [((48, 96),)]
+    _finish(url, None, tmp_path, SECOND, version=2)  # another run: the killed one is superseded
+    ledger = zarr_dask.write_ledger(url)
+    assert ledger.missing(assignments) == [] and [e.region[0] for e in ledger.entries if e.status == "superseded"] == [SECOND]
+    zarr_dask.publish_ledger(url)
+    _check_data(url, None, {FIRST: 1, SECOND: 2})
 
 
 def test_a_later_unfinished_run_is_not_superseded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
