@@ -248,6 +248,9 @@ def test_regions_are_read_as_region_reads_them(tmp_path: Path, capsys: pytest.Ca
         ledger.missing(["auto"])
     with pytest.raises(IndexingError, match=r"'auto'.*pass the slices"):
         ledger.missing([{"t": "auto"}])
+    with pytest.raises(IndexingError, match=r"slice\(200, 300, None\),\) selects no element of the journaled array "
+                       r"/v \(shape \(96, 40\): it reads as \[\[96, 96\], \[0, 40\]\]\); check the regions"):
+        ledger.missing([(slice(200, 300),)])
     with pytest.raises(IndexingError, match=r"step 1"):
         ledger.missing([(slice(0, 48, 2),)])
     with pytest.raises(IndexingError, match=r"names dimension\(s\) \['time'\].*\{'v': \['t', 'x'\], 'w': \['t'\]\}"):

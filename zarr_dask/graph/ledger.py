@@ -139,6 +139,7 @@ class WriteLedger:
                     f"{have}); name the dimensions of the region= the jobs were given",
                     store=self.store, path=self.path,
                 )  # fmt: skip
+            _check_not_empty(given, per_array, self)
             return per_array, shown if per_array else {d: _open_bounds(s) for d, s in wanted.items()}
         items = _slices(given)
         for p in sorted(arrays):
@@ -150,6 +151,7 @@ class WriteLedger:
                 f"the region {given!r} has {len(items)} axes, more than any journaled array (their dimensions: "
                 f"{ndims}); give one slice per leading axis, as in region=", store=self.store, path=self.path,
             )  # fmt: skip
+        _check_not_empty(given, per_array, self)
         if per_array:
             return per_array, next(iter(per_array.values()))[: len(items)]
         return {}, tuple(_open_bounds(s) for s in items)
@@ -181,6 +183,18 @@ class WriteLedger:
                 row += f": unreadable record {e.key}{BEGIN}"
             rows.append(row)
         return "\n".join(rows)
+
+
+def _check_not_empty(given: Any, per_array: Mapping[str, Region], ledger: WriteLedger) -> None:
+    """A region that selects nothing of an array is a mistake (never "done"): refused, naming the array."""
+    for p, region in per_array.items():
+        if any(a >= b for a, b in region):
+            raise IndexingError(
+                f"the region {given!r} selects no element of the journaled array /{p} (shape "
+                f"{ledger.arrays[p].shape}: it reads as {[list(r) for r in region]}); check the regions against the "
+                "template's shape",
+                store=ledger.store, path=ledger.path,
+            )  # fmt: skip
 
 
 def _auto(given: Any) -> IndexingError:
