@@ -1,10 +1,19 @@
-"""``zarr-dask ledger``: which regions of a target the journaled writes (``resume=True``) finished.
+"""`zarr-dask ledger`: which regions of a target the journaled writes (resume=True) finished.
 
-Lists every journaled write at or below the node: its array, region, status (done, or partial: run the same
-write again with resume=True) and finished writer tasks. ``--regions`` (JSON, a list of regions of
-[start, stop] pairs for the leading dimensions) also prints the assigned regions not done yet; the exit
-status is then 1 while any is missing. ``--publish`` consolidates the metadata once and deletes the
-journals (refused while a write is partial).
+Lists every journaled write at or below the node: its array, region, status and finished writer tasks.
+A write is done, partial (run the same job again with resume=True: it skips what it finished), or
+superseded (partial, but a later run finished its region, e.g. the job was submitted again with a code
+fix: it does not block publishing, and --publish deletes its journal).
+
+--regions takes the regions the jobs were given, as JSON: a list with one entry per job, each a list of
+[start, stop] pairs for the leading dimensions ([[72, null]]: open-ended), or an object by dimension name
+({"time": [24, 48]}) as to_zarr_dataset's region=. It prints the regions not done, and the exit status is
+then 1 while any is missing. A region is done only when every journaled array it applies to (--array: that
+one) finished it and no unfinished write overlaps it.
+
+--publish consolidates the metadata once and deletes the journals; it refuses while a write is partial or a
+journal record is damaged, unless --force (the unfinished journals are deleted too). --force also lists a
+damaged record instead of failing. --json prints one JSON object instead of the table.
 """
 
 from __future__ import annotations
@@ -18,26 +27,64 @@ from zarr_dask.cli import node_arguments, storage_options
 from zarr_dask.errors import NodeNotFoundError
 
 
+def _regions(text: str) -> list[Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--regions must be JSON, e.g. '[[[0, 24]], [[24, 48]]]' or '[{{\"time\": [0, 24]}}]': {e}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"--regions must be a JSON list of regions, one per job, e.g. '[[[0, 24]], [[24, 48]]]', got {text!r}")
+    return value
+
+
+def _shown(region: Any) -> str:
+    def span(b: Any) -> str:
+        return f"{b[0]}:{'' if b[1] is None else b[1]}"
+
+    if isinstance(region, dict):
+        return "[" + ", ".join(f"{d}={span(b)}" for d, b in region.items()) + "]"
+    return "[" + ", ".join(span(b) for b in region) + "]"
+
+
+def _as_json(region: Any) -> Any:
+    return {d: list(b) for d, b in region.items()} if isinstance(region, dict) else [list(b) for b in region]
+
+
+def _publish(args: argparse.Namespace, options: Any, journals: int) -> str:
+    zarr_dask.publish_ledger(args.url, args.path or None, options, force=args.force)
+    try:  # an array's ledger (its appends' journals) has no consolidated metadata to write
+        zarr_dask.open_array(args.url, path=args.path or "", storage_options=options)
+        what = "an array: no consolidated metadata"
+    except NodeNotFoundError:
+        what = "consolidated metadata written"
+    return f"published: {what}, {journals} journal(s) deleted"
+
+
 def _cmd_ledger(args: argparse.Namespace) -> int:
     options = storage_options(args.storage_options)
-    ledger = zarr_dask.write_ledger(args.url, args.path or None, options)
-    print(repr(ledger))
-    status = 0
-    if args.regions:
-        missing = ledger.missing(json.loads(args.regions), args.array)
-        for region in missing:
-            print("missing [" + ", ".join(f"{a}:{b}" for a, b in region) + "]")
-        print(f"{len(missing)} assigned region(s) not done")
-        status = 1 if missing else 0
-    if args.publish:
-        zarr_dask.publish_ledger(args.url, args.path or None, options)
-        try:  # an array's ledger (its appends' journals) has no consolidated metadata to write
-            zarr_dask.open_array(args.url, path=args.path or "", storage_options=options)
-            what = "an array: no consolidated metadata"
-        except NodeNotFoundError:
-            what = "consolidated metadata written"
-        print(f"published: {what}, {len(ledger.entries)} journal(s) deleted")
-    return status
+    ledger = zarr_dask.write_ledger(args.url, args.path or None, options, strict=not args.force)
+    missing = ledger.missing(_regions(args.regions), args.array) if args.regions else None
+    published = _publish(args, options, len(ledger.entries)) if args.publish else None
+    if args.json:
+        doc = ledger.to_json()
+        if missing is not None:
+            doc["missing"] = [_as_json(r) for r in missing]
+        if published is not None:
+            doc["published"] = published
+        print(json.dumps(doc, indent=2))
+    else:
+        print(repr(ledger))
+        for region in missing or ():
+            print(f"missing {_shown(region)}")
+        if missing is not None:
+            print(f"{len(missing)} assigned region(s) not done")
+        unfinished = ledger.unfinished
+        if unfinished and published is None:
+            print(f"{len(unfinished)} journaled write(s) not finished: --publish refuses until their jobs are run again "
+                  "with resume=True (or pass --publish --force)")  # fmt: skip
+        if published is not None:
+            print(published)
+    return 1 if missing else 0
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -47,7 +94,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     node_arguments(p)
     p.add_argument("--regions", default=None, metavar="JSON",
-                   help='assigned regions, e.g. \'[[[0, 24]], [[24, 48]]]\': print those not done')  # fmt: skip
+                   help='assigned regions, e.g. \'[[[0, 24]], [[24, null]]]\' or \'[{"time": [0, 24]}]\': print '
+                   "those not done (exit status 1 while any is)")  # fmt: skip
     p.add_argument("--array", default=None, help="match --regions against this array's writes only")
     p.add_argument("--publish", action="store_true", help="consolidate once and delete the journals")
+    p.add_argument("--force", action="store_true",
+                   help="publish even while writes are unfinished or records damaged; list damaged records")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_ledger)

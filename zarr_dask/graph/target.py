@@ -32,7 +32,8 @@ from zarr_dask.spec import ArrayMetadata, ArrayMetadataV3, RectilinearChunkGrid
 from zarr_dask.spec.paths import parent_paths
 from zarr_dask.store import Store
 
-__all__ = ["CREATE_OPTIONS", "Target", "create_metadata", "grown_metadata", "resolve_target", "zarr_chunks_for"]
+__all__ = ["CREATE_OPTIONS", "Target", "create_metadata", "grown_metadata", "region_bounds", "resolve_target",
+           "zarr_chunks_for"]
 
 #: Keyword arguments of to_zarr that describe a new array (passed to the metadata builder).
 CREATE_OPTIONS = frozenset(
@@ -94,9 +95,36 @@ def zarr_chunks_for(arr_chunks: Sequence[Sequence[int]], chunks: Any, rectilinea
     return tuple(out)
 
 
+def region_bounds(region: Any, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The ``(start, stop)`` per axis of ``region`` as ``to_zarr(..., region=)`` takes it (a slice, or a tuple of
+    step-1 slices, one per leading axis; open-ended and negative bounds as in NumPy; axes not given: whole) in
+    an array of ``shape``. The writers and the fan-out ledger both read regions through this.
+
+    Examples
+    --------
+    >>> region_bounds((slice(72, None),), (96, 40))
+    ((72, 96), (0, 40))
+    >>> region_bounds(slice(-8, None), (96,))
+    ((88, 96),)
+    """
+    items = list(region) if isinstance(region, tuple | list) else [region]
+    if len(items) > len(shape) or not all(isinstance(s, slice) for s in items):
+        raise IndexingError(
+            f"region must be a tuple of slices with at most one per axis of the {len(shape)}-d array, got {region!r}"
+        )
+    items += [slice(None)] * (len(shape) - len(items))
+    out = []
+    for axis, (s, n) in enumerate(zip(items, shape, strict=True)):
+        start, stop, step = s.indices(n)
+        if step != 1:
+            raise IndexingError(f"region slices must have step 1, got {s!r} on axis {axis}")
+        out.append((start, max(stop, start)))
+    return tuple(out)
+
+
 def region_offsets(region: Any, arr_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The start of ``region`` (a tuple of step-1 slices, one per axis; fewer are padded) in an array of
-    ``shape``; the region must have the dask array's shape."""
+    """The start of ``region`` (see :func:`region_bounds`) in an array of ``shape``; the region must have the
+    dask array's shape."""
     if region is None:
         if arr_shape != shape:
             raise IndexingError(
@@ -104,24 +132,16 @@ def region_offsets(region: Any, arr_shape: tuple[int, ...], shape: tuple[int, ..
                 "region=(slice(a, b), ...) to write into part of it"
             )
         return (0,) * len(shape)
+    bounds = region_bounds(region, shape)
     items = list(region) if isinstance(region, tuple | list) else [region]
-    if len(items) > len(shape) or not all(isinstance(s, slice) for s in items):
-        raise IndexingError(
-            f"region must be a tuple of slices with at most one per axis of the {len(shape)}-d array, got {region!r}"
-        )
-    items += [slice(None)] * (len(shape) - len(items))
-    offsets = []
-    for axis, (s, n, m) in enumerate(zip(items, shape, arr_shape, strict=True)):
-        start, stop, step = s.indices(n)
-        if step != 1:
-            raise IndexingError(f"region slices must have step 1, got {s!r} on axis {axis}")
-        if max(stop - start, 0) != m:
+    for axis, ((start, stop), n, m) in enumerate(zip(bounds, shape, arr_shape, strict=True)):
+        if stop - start != m:
+            s = items[axis] if axis < len(items) else slice(None)
             raise IndexingError(
-                f"region {s!r} on axis {axis} selects {max(stop - start, 0)} elements of {n}, but the dask array "
+                f"region {s!r} on axis {axis} selects {stop - start} elements of {n}, but the dask array "
                 f"has {m} there; the region must have the dask array's shape {arr_shape}"
             )
-        offsets.append(start)
-    return tuple(offsets)
+    return tuple(start for start, _ in bounds)
 
 
 def _split_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
