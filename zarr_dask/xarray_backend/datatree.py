@@ -19,7 +19,13 @@ from zarr_dask.xarray_backend.to_zarr import (
     execute_in_turn,
     new_memory_store,
 )
-from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, WriteOptions, plan_group
+from zarr_dask.xarray_backend.write_plan import (
+    GroupPlan,
+    StoreState,
+    WriteOptions,
+    check_append_variables,
+    plan_group,
+)
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -55,8 +61,11 @@ def _plans(
         if opts.region is not None and not ds.drop_vars(list(ds.indexes)).variables:
             continue  # a region write never changes indexes: nothing to write in this node
         append_dim = opts.append_dim if opts.append_dim in ds.dims else None
-        if opts.append_dim is not None and append_dim is None and opts.mode == "a-":
-            ds = ds.drop_vars(list(ds.variables))  # "a-": only variables along append_dim are written
+        rel = "" if at_root else normalize_path(node.relative_to(dt))
+        if opts.append_dim is not None and append_dim is None:  # a node without it: nothing stored may hold it
+            check_append_variables(state, join_path(root, rel), opts.append_dim, {str(k): v for k, v in ds.variables.items()})
+            if opts.mode == "a-":
+                ds = ds.drop_vars(list(ds.variables))  # "a-": only variables along append_dim are written
         node_opts = WriteOptions(
             mode=opts.mode,
             append_dim=append_dim,
@@ -65,7 +74,6 @@ def _plans(
             zarr_format=opts.zarr_format,
             write_empty_chunks=opts.write_empty_chunks,
         )
-        rel = "" if at_root else normalize_path(node.relative_to(dt))
         plans.append(plan_group(state, join_path(root, rel), ds, node_opts))
     return plans
 

@@ -661,6 +661,10 @@ def _append_resumable(
     lease = AppendLease(store, path, refuse_after_completing=False).acquire()
     try:
         state, plans = plan()
+    except BaseException:  # refused before anything was written: a lease of our own goes (the store as it was)
+        lease.abandon() if lease.previous else lease.release()
+        raise
+    try:
         start, end = dataset_journal.group_length(plans, append_dim)
         run = dataset_journal.append_run_id(identity, store, path, resume, plans, append_dim, encoding)
         decision = resume_append.decide(store, path, run, lease.previous, (start,), 0, members=True)

@@ -23,6 +23,7 @@ from zarr_dask.errors import (
     InvalidPathError,
     MetadataError,
     VariableNotFoundError,
+    WritePlanError,
     ZarrDaskError,
 )
 from zarr_dask.graph.target import grown_metadata
@@ -40,7 +41,7 @@ from zarr_dask.xarray_backend.variables import (
     zarr_encoding,
 )
 
-__all__ = ["GroupPlan", "StoreState", "VarWrite", "plan_group"]
+__all__ = ["GroupPlan", "StoreState", "VarWrite", "check_append_variables", "plan_group"]
 
 ZarrFormat = Literal[2, 3]
 Action = Literal["create", "overwrite", "region", "append"]
@@ -276,6 +277,61 @@ def _check_append_dim(state: StoreState, path: str, append_dim: Hashable | None,
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
 
 
+def _stored_dims(meta: ArrayMetadata) -> tuple[str, ...]:
+    try:
+        return dims_and_attrs(meta)[0]
+    except KeyError:  # not an xarray variable: no dimensions to keep in step
+        return ()
+
+
+def check_append_variables(
+    state: StoreState, path: str, append_dim: Hashable | None, variables: Mapping[str, Any]
+) -> None:
+    """An append must grow every stored variable along ``append_dim`` and only those: a stored one the
+    dataset lacks would stay shorter, a new one holding ``append_dim`` would be created with only the appended
+    rows, and every open of the dataset would then fail ("conflicting sizes for dimension"). Refused before
+    anything is written, naming the variables and the fix. (xarray's own engine accepts both and corrupts the
+    dataset; a new variable *without* ``append_dim`` is added, as xarray does: it has no length to keep.)"""
+    if append_dim is None:
+        return
+    existing = state.arrays(path)
+    dim = str(append_dim)
+    stored = {n: m.shape[_stored_dims(m).index(dim)] for n, m in existing.items() if dim in _stored_dims(m)}
+    missing = sorted(n for n in stored if n not in variables)
+    extra = sorted(n for n, v in variables.items() if n not in existing and append_dim in v.dims)
+    if not missing and not extra:
+        return
+    length = max(stored.values(), default=0)
+    parts, fixes = [], []
+    if missing:
+        names = ", ".join(map(repr, missing))
+        parts.append(
+            f"the stored variable(s) {names} hold {dim!r} but are missing from the appended dataset (they would "
+            f"keep their {length} row(s) while the others grow)"
+        )
+        like = next((repr(n) for n, v in variables.items() if v.dims == _stored_dims(existing[missing[0]])), "...")
+        fixes.append(
+            f"add {names} to the dataset (with missing values where there is no data, e.g. "
+            f"ds[{missing[0]!r}] = xr.full_like(ds[{like}], np.nan))"
+        )
+    if extra:
+        names = ", ".join(map(repr, extra))
+        parts.append(
+            f"the new variable(s) {names} hold {dim!r} but are not stored (they would be created with only the "
+            f"appended rows, not the {length} stored ones)"
+        )
+        fixes.append(
+            f"drop {names} from the appended dataset (ds.drop_vars({extra!r})), or first add them over the stored "
+            f"{dim!r} with missing values (to_zarr_dataset(..., mode='a') without append_dim) and append after"
+        )
+    raise WritePlanError(
+        f"append_dim={dim!r} would corrupt the dataset: {'; '.join(parts)}, and every open would then fail with "
+        f"\"conflicting sizes for dimension {dim!r}\". Nothing was written. Fix: {'; and '.join(fixes)}",
+        store=state.store.url,
+        path=path,
+    )
+
+
 def _stored_name(name: Hashable) -> str:
     """The array name of a variable: xarray stores a variable named None as ``__values__`` (and reads it back
     as None)."""
@@ -347,6 +403,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
             "``mode='r+'``. To allow writing new variables, set ``mode='a'``."
         )
     _check_append_dim(state, path, opts.append_dim, existing)
+    check_append_variables(state, path, opts.append_dim, variables)
     if region is not None and (missing := [n for n in names if n not in existing]):
         raise ValueError(
             f"variables {missing!r} do not exist in the store, and a region write can only write into existing "
