@@ -80,6 +80,7 @@ def _for(url: str, options: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     from zarr_dask._convert import convert
+    from zarr_dask._convert.resume_check import cli_spelling
 
     common = storage_options(args.storage_options)
     src_options = storage_options(args.src_storage_options, "--source-storage-options") or _for(args.src, common)
@@ -87,6 +88,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     mode: Literal["w", "resume", "w-"] = "w" if args.overwrite else "resume" if args.resume else "w-"
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     with contextlib.ExitStack() as stack:
+        stack.enter_context(cli_spelling())  # messages name this command's flags
         src, dst = args.src, args.dst
         if is_repository_url(src):
             src, src_options = stack.enter_context(repository_session(src, src_options, write=False, message="")), None

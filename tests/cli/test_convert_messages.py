@@ -1,0 +1,51 @@
+"""What ``zarr-dask convert`` and :func:`zarr_dask.convert` say when a resume is refused or a run is
+interrupted (issue 40, point 6): the option that differs, with the values on both sides, spelled as the caller
+spells options (``--chunks`` from the command, ``chunks=`` from Python), and how to finish after Ctrl-C."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import zarr_dask
+from tests.cli._helpers import chunk_files, make_hierarchy, run
+from zarr_dask.zom import HierarchyConflictError
+
+
+def _snapshot(root: Path) -> dict[Path, bytes]:
+    return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_refused_command_resume_names_the_flag_that_differs_and_the_stored_value(tmp_path: Path) -> None:
+    src, dst = str(tmp_path / "src.zarr"), tmp_path / "dst.zarr"
+    make_hierarchy(src, 3)
+    run("convert", src, str(dst), "--chunks", "time=6", "--no-progress")
+    before = _snapshot(dst)
+    proc = run("convert", src, str(dst), "--chunks", "time=12", "--resume", "--no-progress", check=False)
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert str(dst) in err and "cannot resume this conversion" in err and "nothing was written" in err
+    assert "--chunks differs: /surface/sst, /t2m are stored with --chunks time=6, these options give --chunks " \
+           "time=12" in err  # fmt: skip
+    assert "run --resume with the interrupted run's options" in err and "start over with --overwrite" in err
+    assert "overwrite=True" not in err and "chunks=" not in err  # the command's flags, not the API's arguments
+    assert "chunk_grid.configuration.chunk_shape  [6, 12, 20]" in err  # the table shows what differs
+    assert _snapshot(dst) == before
+    run("convert", src, str(dst), "--chunks", "time=6", "--resume", "--no-progress")  # as it says
+
+
+def test_a_refused_api_resume_names_the_arguments(tmp_path: Path) -> None:
+    src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    make_hierarchy(src, 3)
+    zarr_dask.convert(src, dst, compressors="zstd:1", scheduler="synchronous")
+    before = _snapshot(Path(dst))
+    with pytest.raises(HierarchyConflictError) as e:
+        zarr_dask.convert(src, dst, compressors="zstd:5", shards="time=24", mode="resume", scheduler="synchronous")
+    msg = str(e.value)
+    assert "shards= differs: /surface/sst is stored with shards='none', these options give " \
+           "shards='time=24,lat=12,lon=20'" in msg  # fmt: skip
+    assert "compressors= differs" in msg and '"level":1' in msg and '"level":5' in msg
+    assert "mode='w'" in msg and "--" not in msg.split("What differs")[0]
+    assert e.value.conflicts and _snapshot(Path(dst)) == before
+    assert chunk_files(Path(dst))
