@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from zarr_dask.graph.progress import check_progress
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
@@ -96,6 +97,7 @@ def to_zarr_datatree(
     safe_chunks: bool = True,
     align_chunks: bool = False,
     resume: bool | str = False,
+    progress: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a DataTree: every node becomes a group (``DataTree.to_zarr`` semantics, see
     :func:`~zarr_dask.to_zarr_dataset` for the shared arguments).
@@ -122,6 +124,8 @@ def to_zarr_datatree(
     resume
         As :func:`to_zarr_dataset`: the whole tree's write resumes (one journal for the tree, under its root
         group), or with ``region=`` each node's region writes.
+    progress
+        As :func:`to_zarr_dataset`: a progress bar on stderr while the data is written.
 
     Returns
     -------
@@ -138,6 +142,7 @@ def to_zarr_datatree(
     """
     del safe_chunks, align_chunks
     check_resume(resume, append_dim, tree=True)
+    check_progress(progress, compute)
     mode_ = validation.choose_mode(mode, append_dim, region)
     encoding = dict(encoding or {})
     if set(encoding) - set(dt.groups):
@@ -161,5 +166,5 @@ def to_zarr_datatree(
         identity = (nodes, mode_, zarr_format, write_empty_chunks, consolidated, write_inherited_coords)
     return execute_in_turn(
         s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
-        resume=resume, identity=identity,
+        resume=resume, identity=identity, progress=progress,
     )  # fmt: skip
