@@ -4,12 +4,19 @@ spells options (``--chunks`` from the command, ``chunks=`` from Python), and how
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import zarr_dask
-from tests.cli._helpers import chunk_files, make_hierarchy, run
+from tests.cli._helpers import ROOT, chunk_files, make_hierarchy, run
 from zarr_dask.zom import HierarchyConflictError
 
 
@@ -49,3 +56,40 @@ def test_a_refused_api_resume_names_the_arguments(tmp_path: Path) -> None:
     assert "mode='w'" in msg and "--" not in msg.split("What differs")[0]
     assert e.value.conflicts and _snapshot(Path(dst)) == before
     assert chunk_files(Path(dst))
+
+
+def test_ctrl_c_says_how_to_finish_and_exits_130(tmp_path: Path) -> None:
+    """SIGINT to a real ``zarr-dask convert``: the copy stops (the tasks in its threads stop at their next
+    batch, so the process does not finish the conversion on its way out), the command says to run it again with
+    ``--resume`` (spelled out, without ``--overwrite``) and exits 130; that command finishes the copy."""
+    src, dst = tmp_path / "src.zarr", tmp_path / "out dir" / "dst.zarr"
+    source = zarr_dask.create_array(str(src), shape=(400, 100, 100), dtype="f4", chunks=(1, 100, 100),
+                                    dimension_names=["time", "y", "x"])  # fmt: skip
+    values = np.random.default_rng(0).random((400, 100, 100), dtype="f4")
+    source[:] = values
+    args = ["convert", str(src), str(dst), "--chunks", "y=25", "--threads", "1", "--no-progress", "--overwrite"]
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.Popen(  # SIGINT as a terminal sends it (the test runner's process may ignore it: not inherited)
+        [sys.executable, "-m", "zarr_dask.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(chunk_files(dst) if dst.exists() else []) < 20:
+            assert proc.poll() is None, f"the conversion ended before it was interrupted: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the conversion wrote nothing in 120 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert len(chunk_files(dst)) < 1600  # stopped, not finished on the way out
+    assert "zarr-dask: interrupted; what was copied so far is kept" in err and "Traceback" not in err
+    resume = err.split("to finish the conversion, run ")[1].strip()
+    assert resume == shlex.join(["zarr-dask", *[a for a in args if a != "--overwrite"], "--resume"])
+    run(*shlex.split(resume)[1:])  # what it says finishes the conversion
+    out_array = zarr_dask.open_array(str(dst))
+    assert out_array.chunks == (1, 25, 100)
+    np.testing.assert_array_equal(out_array[:], values)
