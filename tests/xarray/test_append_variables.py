@@ -63,7 +63,7 @@ def test_an_append_without_a_stored_variable_is_refused_and_writes_nothing(targe
     assert url.split("://")[-1] in msg  # the store
     assert "'tp'" in msg and "missing from the appended dataset" in msg and "5 row(s)" in msg  # the value
     assert "conflicting sizes for dimension 'time'" in msg and "Nothing was written" in msg
-    assert "ds['tp'] = xr.full_like(ds['t2m'], np.nan)" in msg  # the fix
+    assert "pass fill_missing=True" in msg and "ds['tp'] = xr.full_like(ds['t2m'], np.nan)" in msg  # the fixes
     assert _snapshot(url, so) == before  # no data, no metadata, no lease left behind
     assert _open(url, so).sizes == {"time": 5, "x": 3}
 
@@ -125,3 +125,32 @@ def test_a_tree_node_that_lost_its_variables_along_the_dimension_is_refused(tmp_
     assert _snapshot(url, None) == before
     zarr_dask.to_zarr_datatree(tree(5, True), url, append_dim="time")
     assert xr.open_datatree(url, engine="zarr_dask")["land"].sizes["time"] == 10
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_fill_missing_appends_missing_values_to_the_variables_the_dataset_lacks(target, resume) -> None:
+    """The user says what to do with them: ``fill_missing=True`` appends NaN / NaT (chunks all missing are not
+    stored); the others are appended as usual and the dataset opens with one length along ``time``."""
+    url, so = target
+    first = _month(0, ["t2m", "tp"])
+    first["when"] = first.t2m.time.expand_dims(x=first.x).transpose("time", "x")  # a datetime variable too
+    zarr_dask.to_zarr_dataset(first, url, storage_options=so)
+    month = _month(5, ["t2m"])
+    zarr_dask.to_zarr_dataset(month, url, append_dim="time", storage_options=so, fill_missing=True, resume=resume)
+    got = _open(url, so)
+    assert got.sizes == {"time": 10, "x": 3}
+    np.testing.assert_array_equal(got.tp.values[:5], first.tp.values)
+    assert np.isnan(got.tp.values[5:]).all() and np.isnat(got.when.values[5:]).all()
+    np.testing.assert_array_equal(got.t2m.values[5:], month.t2m.values)
+    stored = [p for p in _snapshot(url, so) if "/tp/c" in p]
+    assert len(stored) == 3  # the first month's chunks (time chunks of 2): the missing rows store nothing
+
+
+def test_fill_missing_refuses_a_variable_without_a_missing_value(tmp_path) -> None:
+    url = str(tmp_path / "era5.zarr")
+    first = _month(0, ["t2m"]).assign(count=(("time", "x"), np.ones((5, 3), "i4")))
+    zarr_dask.to_zarr_dataset(first, url)
+    before = _snapshot(url, None)
+    with pytest.raises(WritePlanError, match=r"fill_missing=True cannot append missing values to 'count': its type int32"):
+        zarr_dask.to_zarr_dataset(_month(5, ["t2m"]), url, append_dim="time", fill_missing=True)
+    assert _snapshot(url, None) == before

@@ -467,6 +467,7 @@ def to_zarr_dataset(
     align_chunks: bool = False,
     resume: bool | str = False,
     progress: bool = False,
+    fill_missing: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a Dataset to a Zarr group: the semantics of ``Dataset.to_zarr``, without its chunk-alignment
     rules.
@@ -489,7 +490,10 @@ def to_zarr_dataset(
         The group to write (default: the root).
     append_dim
         Grow the stored variables along this dimension. A partial last chunk is completed by exactly one
-        task; the new shape is recorded only after all data has landed.
+        task; the new shape is recorded only after all data has landed. The dataset must hold every stored
+        variable along ``append_dim`` (else :class:`~zarr_dask.errors.WritePlanError` before anything is
+        written; see ``fill_missing``) and no new one along it (create it first over the stored length with
+        ``mode="a"``); new variables without ``append_dim`` are added, as xarray adds them.
     region
         ``{dim: slice}`` (step 1), ``{dim: "auto"}`` or ``"auto"`` (located from the stored coordinates):
         write into that part of existing variables. Any dask chunking is fine: chunks cut by the region's
@@ -531,6 +535,10 @@ def to_zarr_dataset(
         on a cluster), after a line saying what is written: how many variables are created, overwritten,
         appended or written into a region, and for a resumed write how many an earlier run finished (as
         :func:`~zarr_dask.to_zarr`'s ``progress``).
+    fill_missing
+        With ``append_dim``: append missing values (NaN, NaT; their chunks are not stored) to the stored
+        variables along ``append_dim`` that the dataset lacks, instead of refusing. Variables of a type
+        without a missing value (integers without ``_FillValue``, booleans, text) are still refused.
     safe_chunks, align_chunks
         Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
         dask chunks never need to match Zarr chunks and no rechunk is needed.
@@ -561,6 +569,7 @@ def to_zarr_dataset(
         encoding=dict(encoding or {}),
         zarr_format=zarr_format,
         write_empty_chunks=write_empty_chunks,
+        fill_missing=fill_missing,
     )
     s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     path = normalize_path(group or "")

@@ -15,6 +15,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from zarr_dask.core import nodes
 from zarr_dask.errors import (
     ContainsArrayError,
@@ -130,6 +132,7 @@ class WriteOptions:
     encoding: Mapping[str, Any] = field(default_factory=dict)
     zarr_format: ZarrFormat | None = None
     write_empty_chunks: bool | None = None
+    fill_missing: bool = False  # an append: stored variables along append_dim the dataset lacks get missing values
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -311,8 +314,8 @@ def check_append_variables(
         )
         like = next((repr(n) for n, v in variables.items() if v.dims == _stored_dims(existing[missing[0]])), "...")
         fixes.append(
-            f"add {names} to the dataset (with missing values where there is no data, e.g. "
-            f"ds[{missing[0]!r}] = xr.full_like(ds[{like}], np.nan))"
+            f"pass fill_missing=True to append missing values (NaN, NaT) to {names}, or add them to the dataset "
+            f"(e.g. ds[{missing[0]!r}] = xr.full_like(ds[{like}], np.nan))"
         )
     if extra:
         names = ", ".join(map(repr, extra))
@@ -330,6 +333,40 @@ def check_append_variables(
         store=state.store.url,
         path=path,
     )
+
+
+def _missing_values(
+    state: StoreState, path: str, fmt: ZarrFormat, append_dim: Hashable, variables: Mapping[str, Any], rows: int
+) -> dict[str, Any]:
+    """``fill_missing=True``: the stored variables along ``append_dim`` that ``variables`` lack, as lazy
+    variables of missing values (NaN, NaT) over the ``rows`` appended (chunks all missing are not stored).
+    A variable whose type has no missing value (integers without ``_FillValue``, booleans, text) is refused."""
+    from xarray import Variable, conventions
+
+    from zarr_dask.graph.gateway import array_module
+
+    dim = str(append_dim)
+    existing = state.arrays(path)
+    names = [n for n, m in existing.items() if n not in variables and dim in _stored_dims(m)]
+    if not names:
+        return {}
+    decoded, _, _ = conventions.decode_cf_variables(_existing_variables(state, path, fmt, names), {})
+    out = {}
+    for name in names:
+        stored = decoded[name]
+        kind = stored.dtype.kind
+        if kind not in "fcmM":
+            raise WritePlanError(
+                f"fill_missing=True cannot append missing values to {name!r}: its type {stored.dtype} has none "
+                "(no _FillValue); add the variable to the dataset with the values to append",
+                store=state.store.url,
+                path=path,
+            )
+        shape = tuple(rows if d == dim else n for d, n in zip(stored.dims, stored.shape, strict=True))
+        value = np.datetime64("NaT") if kind == "M" else np.timedelta64("NaT") if kind == "m" else np.nan
+        data = array_module().full(shape, value, dtype=stored.dtype, chunks="auto")
+        out[name] = Variable(stored.dims, data, dict(stored.attrs))
+    return out
 
 
 def _stored_name(name: Hashable) -> str:
@@ -392,6 +429,8 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     for k, enc in opts.encoding.items():
         variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
         variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
+    if opts.fill_missing and opts.append_dim is not None and opts.append_dim in ds.dims:
+        variables.update(_missing_values(state, path, fmt, opts.append_dim, variables, ds.sizes[opts.append_dim]))
     names = list(variables)
     for name in names:
         _check_variable_name(name, fmt, state.store, path)
