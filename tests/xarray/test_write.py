@@ -399,3 +399,24 @@ def test_a_new_dataset_does_not_ask_why_its_group_is_missing(monkeypatch):
     store = MemoryStore()
     zarr_dask.to_zarr_dataset(ds, store)
     xr.testing.assert_identical(xr.open_dataset(store, engine="zarr_dask").load(), ds)
+
+
+def test_progress_shows_what_is_written_and_a_bar_on_stderr(tmp_path, capsys):
+    """``progress=True`` as ``zarr_dask.to_zarr``'s (issue 40): a line saying what is written, then dask's bar,
+    on stderr; refused with ``compute=False`` (the caller computes and shows the bar)."""
+    url = str(tmp_path / "p.zarr")
+    zarr_dask.to_zarr_dataset(_series(0, 10, 3), url, progress=True)
+    shown = capsys.readouterr()
+    assert "p.zarr /: writing 4 variable(s) (4 created)" in shown.err and "100% Completed" in shown.err
+    assert not shown.out
+    zarr_dask.to_zarr_dataset(_series(10, 14, 2), url, append_dim="time", progress=True, resume=True)
+    shown = capsys.readouterr()
+    assert "(3 appended, 1 written in place) along 'time', rows 10 to 14" in shown.err
+    assert "100% Completed" in shown.err
+    zarr_dask.to_zarr_dataset(_series(14, 15, 1), url, append_dim="time")  # no bar unless asked
+    assert not capsys.readouterr().err
+    with pytest.raises(TypeError, match="compute=False returns it uncomputed"):
+        zarr_dask.to_zarr_dataset(_series(15, 16, 1), url, append_dim="time", compute=False, progress=True)
+    assert _open(url).sizes["time"] == 15
+    zarr_dask.to_zarr_datatree(xr.DataTree(_series(0, 4, 2)), str(tmp_path / "t.zarr"), progress=True)
+    assert "t.zarr /: writing 4 variable(s) (4 created)" in capsys.readouterr().err

@@ -90,3 +90,20 @@ def test_diff_report_as_json_and_pickle():
     assert str(Diff()) == "no differences" and not Diff()
     long = Difference(path="/", field="attributes.x", left="y" * 100, right=1)
     assert "..." in str(long) and len(str(long)) < 100
+
+
+def test_the_table_shows_the_part_of_a_field_that_differs_not_a_cut_off_prefix():
+    """Issue 40: a resumed conversion with other chunks showed ``{"name": "regular", "configuration":
+    {"chunk_...`` on both sides. The table narrows JSON objects (and lists of one length) to what differs;
+    another codec (another ``name``) is shown whole; ``to_json`` and the differences keep whole fields."""
+    a = ArraySpec.from_array(np.zeros((40, 20), "f4"), chunks=(10, 20), compressors=[{"name": "zstd", "configuration": {"level": 0}}])
+    b = ArraySpec.from_array(np.zeros((40, 20), "f4"), chunks=(20, 20), compressors=[{"name": "zstd", "configuration": {"level": 5}}])
+    d = diff(a, b)
+    lines = str(d).splitlines()
+    assert [line.split() for line in lines[1:]] == [
+        ["/", "chunk_grid.configuration.chunk_shape", "[10,", "20]", "[20,", "20]"],
+        ["/", "codecs[1].configuration.level", "0", "5"],
+    ]
+    assert {x.field for x in d} == {"chunk_grid", "codecs"} and d.to_json()[0]["field"] == "chunk_grid"
+    other = ArraySpec.from_array(np.zeros((40, 20), "f4"), chunks=(10, 20), compressors=[{"name": "gzip", "configuration": {"level": 1}}])
+    assert 'codecs[1]  {"name": "zstd"' in str(diff(a, other))

@@ -37,12 +37,19 @@ from zarr_dask._convert.dims import LayoutChange, check_dimension_keys
 from zarr_dask._convert.options import parse_compressor, parse_dim_sizes, parse_size
 from zarr_dask._convert.plan import Layout, StagePlan, plan_copy
 from zarr_dask._convert.report import ArrayReport, ConvertReport
+from zarr_dask._convert.resume_check import resume_conflict
 from zarr_dask._convert.target import TargetOptions, inner_chunks, select, shard_shape, target_tree
 from zarr_dask._convert.tasks import Box, CopyJob, build_graph, merge, run_graph
 from zarr_dask.core import nodes
 from zarr_dask.core.api import consolidate_metadata
 from zarr_dask.core.create import build_array_metadata
-from zarr_dask.errors import InvalidModeError, NodeExistsError, UnsupportedFeatureError, ZarrDaskError
+from zarr_dask.errors import (
+    HierarchyConflictError,
+    InvalidModeError,
+    NodeExistsError,
+    UnsupportedFeatureError,
+    ZarrDaskError,
+)
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
 from zarr_dask.spec.layout import sharding_of
@@ -220,7 +227,12 @@ def _prepare_destination(run: _Run, target: ArraySpec | GroupSpec) -> None:
                 store=run.dst.url,
                 path=run.dst_path,
             )
-    target.to_store(run.dst, path=run.dst_path)
+    try:
+        target.to_store(run.dst, path=run.dst_path)
+    except HierarchyConflictError as e:
+        if run.mode != "resume":
+            raise
+        raise resume_conflict(e, run.dst, run.dst_path, dict(_arrays(target))) from None
 
 
 def _finish(run: _Run, target: ArraySpec | GroupSpec, consolidate: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -134,9 +135,29 @@ def _release_memory() -> None:
         libc.malloc_trim(0)
 
 
+#: set when the run of this process was interrupted (Ctrl-C): the copy tasks still running in its threads stop
+#: at their next batch instead of finishing their boxes (the process would wait for them before it exits)
+_INTERRUPTED = threading.Event()
+
+
+class Interrupted(Exception):
+    """A copy task stopped because its run was interrupted (what it wrote is whole: a resume redoes its box)."""
+
+
+def _batch(func: Any) -> Any:
+    def run(batch: Any) -> Any:
+        if _INTERRUPTED.is_set():
+            raise Interrupted("the conversion was interrupted")
+        return func(batch)
+
+    return run
+
+
 def _run(func: Any, items: Sequence[Any], size: int, workers: int) -> None:
-    """``func`` over batches of ``size`` items, on ``workers`` threads (their decode buffers die with them)."""
+    """``func`` over batches of ``size`` items, on ``workers`` threads (their decode buffers die with them);
+    none starts once the run is interrupted."""
     batches = [items[i : i + size] for i in range(0, len(items), size)]
+    func = _batch(func)
     if workers <= 1 or len(batches) <= 1:
         for batch in batches:
             func(batch)
@@ -238,10 +259,16 @@ def build_graph(arrays: Sequence[Sequence[tuple[CopyJob, list[Box]]]], *, tune_m
 def run_graph(graph: Delayed, *, scheduler: Any, threads: int, progress: bool) -> Stats:
     """Run the copy graph on ``scheduler`` (a ``distributed.Client``), else on dask's local scheduler
     ``scheduler`` (None/``"threads"`` with ``threads`` workers, ``"synchronous"``: in this thread); ``progress``:
-    with a bar on stderr (:mod:`zarr_dask.graph.progress`)."""
-    if scheduler is not None and not isinstance(scheduler, str):
-        return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler))
-    return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler or "threads", num_workers=threads))
+    with a bar on stderr (:mod:`zarr_dask.graph.progress`). Interrupted (Ctrl-C), the copy tasks running in
+    this process's threads stop at their next batch."""
+    _INTERRUPTED.clear()
+    try:
+        if scheduler is not None and not isinstance(scheduler, str):
+            return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler))
+        return cast(Stats, run_with_progress(graph, progress=progress, scheduler=scheduler or "threads", num_workers=threads))
+    except KeyboardInterrupt:
+        _INTERRUPTED.set()
+        raise
 
 
 def write_plan(job: CopyJob) -> WritePlan | None:

@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # (a command's advice can repeat it)
     verbose = int(getattr(args, "verbose", 0) or 0)
     log = getattr(args, "log", None)
     try:
@@ -108,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger_names(namespaces)  # unknown names are an error even without -v
         configure(verbose, namespaces)
         return int(args.func(args))
-    except KeyboardInterrupt:
-        print("zarr-dask: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # (a command may say how to go on: the interrupt's message)
+        print(f"zarr-dask: interrupted{f'; {e}' if str(e) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `zarr-dask tree x | head`
         return 0

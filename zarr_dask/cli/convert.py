@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -78,8 +79,40 @@ def _for(url: str, options: dict[str, Any] | None) -> dict[str, Any] | None:
     return options if "://" in url and not url.startswith("file://") else None
 
 
+def resume_command(argv: list[str]) -> str:
+    """The command line that finishes an interrupted ``convert``: the same, with ``--resume`` (not
+    ``--overwrite``: it would delete what was copied).
+
+    Examples
+    --------
+    >>> resume_command(["convert", "in.zarr", "out dir/x.zarr", "--overwrite", "--chunks", "time=24"])
+    "zarr-dask convert in.zarr 'out dir/x.zarr' --chunks time=24 --resume"
+    """
+    kept = [a for a in argv if a != "--overwrite"]
+    return shlex.join(["zarr-dask", *kept, *([] if "--resume" in kept else ["--resume"])])
+
+
+@contextlib.contextmanager
+def _advise_resume(args: argparse.Namespace) -> Iterator[None]:
+    """Ctrl-C during a conversion: say how to finish it (what was copied is kept, whole)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if args.dry_run:
+            raise
+        if is_repository_url(args.dst):  # the session is committed only when the conversion ends
+            raise KeyboardInterrupt(
+                "nothing was committed to the repository; run the same command again to convert"
+            ) from None
+        raise KeyboardInterrupt(
+            "what was copied so far is kept (every key written is whole); to finish the conversion, run "
+            f"{resume_command(getattr(args, 'argv', []) or ['convert', args.src, args.dst])}"
+        ) from None
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     from zarr_dask._convert import convert
+    from zarr_dask._convert.resume_check import cli_spelling
 
     common = storage_options(args.storage_options)
     src_options = storage_options(args.src_storage_options, "--source-storage-options") or _for(args.src, common)
@@ -87,6 +120,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     mode: Literal["w", "resume", "w-"] = "w" if args.overwrite else "resume" if args.resume else "w-"
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     with contextlib.ExitStack() as stack:
+        stack.enter_context(cli_spelling())  # messages name this command's flags
         src, dst = args.src, args.dst
         if is_repository_url(src):
             src, src_options = stack.enter_context(repository_session(src, src_options, write=False, message="")), None
@@ -95,6 +129,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             dst = stack.enter_context(repository_session(dst, dst_options, write=not args.dry_run, message=message))
             dst_options = None
         client = stack.enter_context(_scheduler(args))
+        stack.enter_context(_advise_resume(args))
         report = convert(
             src, dst, source_path=args.path, destination_path=args.dst_path, zarr_format=args.zarr_format,
             chunks=args.chunks, shards=args.shards, compressors=args.compressor, include=args.include or (),

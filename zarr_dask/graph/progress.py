@@ -1,9 +1,9 @@
 """Computing a write with a progress bar on stderr: dask's text bar on a local scheduler, ``distributed``'s on
 a cluster (whose text bar prints to stdout: redirected, so stdout stays the caller's, e.g. ``--json``).
 
-One room for ``progress=`` of :func:`~zarr_dask.to_zarr` and ``zarr-dask convert --progress``. The note printed
-first says what the run does, e.g. how much of a resumed write an earlier run finished (the bar itself counts
-only the tasks that run).
+One room for ``progress=`` of :func:`~zarr_dask.to_zarr`, :func:`~zarr_dask.to_zarr_dataset` (and
+``to_zarr_datatree``) and ``zarr-dask convert --progress``. The note printed first says what the run does,
+e.g. how much of a resumed write an earlier run finished (the bar itself counts only the tasks that run).
 
 Examples
 --------
@@ -26,7 +26,17 @@ if TYPE_CHECKING:
     from zarr_dask.graph.plan import WritePlan
     from zarr_dask.graph.target import Target
 
-__all__ = ["distributed_client", "resumed_note", "run", "write_note"]
+__all__ = ["check_progress", "distributed_client", "resumed_note", "run", "write_note"]
+
+
+def check_progress(progress: bool, compute: bool) -> None:
+    """Refuse ``progress=True`` with ``compute=False`` (the bar is of a write computed now; the caller who
+    computes later shows their own)."""
+    if progress and not compute:
+        raise TypeError(
+            "progress=True shows the bar of a write computed now, but compute=False returns it uncomputed; compute "
+            "it under dask.diagnostics.ProgressBar() (or distributed.progress on a cluster), or pass compute=True"
+        )
 
 
 def distributed_client(scheduler: Any = None) -> Any | None:

@@ -30,8 +30,8 @@ from zarr_dask.graph.in_task import compute_options, other_processes
 from zarr_dask.graph.journal import Journal
 from zarr_dask.graph.layers import commit_metadata, finish, readback_tasks, token_tree, writer_tasks
 from zarr_dask.graph.plan import WritePlan, plan_dim
+from zarr_dask.graph.progress import check_progress, write_note
 from zarr_dask.graph.progress import run as run_with_progress
-from zarr_dask.graph.progress import write_note
 from zarr_dask.graph.resume import journaled_plan, resumable_target
 from zarr_dask.graph.resume_append import end_records
 from zarr_dask.graph.target import (
@@ -312,11 +312,7 @@ def to_zarr(
     arr = _as_dask(arr)
     _check_consolidated_flag(consolidated)
     overwrite, region = _mode(mode, overwrite, region, arr, url, component, storage_options)
-    if progress and not compute:
-        raise TypeError(
-            "progress=True shows the bar of a write computed now, but compute=False returns it uncomputed; compute "
-            "it under dask.diagnostics.ProgressBar() (or distributed.progress on a cluster), or pass compute=True"
-        )
+    check_progress(progress, compute)
     # compute=False: a dask array whose blocks compute to None once written, as dask's to_zarr returns
     return _write(arr, url, component, storage_options, region, compute, return_stored, overwrite, consolidated,
                   kwargs, as_array=not compute, resume=resume, progress=progress)  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from zarr_dask.graph.progress import check_progress
 from zarr_dask.spec.paths import join_path, normalize_path
 from zarr_dask.xarray_backend import validation
 from zarr_dask.xarray_backend.reading import as_store
@@ -19,7 +20,13 @@ from zarr_dask.xarray_backend.to_zarr import (
     execute_in_turn,
     new_memory_store,
 )
-from zarr_dask.xarray_backend.write_plan import GroupPlan, StoreState, WriteOptions, plan_group
+from zarr_dask.xarray_backend.write_plan import (
+    GroupPlan,
+    StoreState,
+    WriteOptions,
+    check_append_variables,
+    plan_group,
+)
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -55,8 +62,11 @@ def _plans(
         if opts.region is not None and not ds.drop_vars(list(ds.indexes)).variables:
             continue  # a region write never changes indexes: nothing to write in this node
         append_dim = opts.append_dim if opts.append_dim in ds.dims else None
-        if opts.append_dim is not None and append_dim is None and opts.mode == "a-":
-            ds = ds.drop_vars(list(ds.variables))  # "a-": only variables along append_dim are written
+        rel = "" if at_root else normalize_path(node.relative_to(dt))
+        if opts.append_dim is not None and append_dim is None:  # a node without it: nothing stored may hold it
+            check_append_variables(state, join_path(root, rel), opts.append_dim, {str(k): v for k, v in ds.variables.items()})
+            if opts.mode == "a-":
+                ds = ds.drop_vars(list(ds.variables))  # "a-": only variables along append_dim are written
         node_opts = WriteOptions(
             mode=opts.mode,
             append_dim=append_dim,
@@ -65,7 +75,6 @@ def _plans(
             zarr_format=opts.zarr_format,
             write_empty_chunks=opts.write_empty_chunks,
         )
-        rel = "" if at_root else normalize_path(node.relative_to(dt))
         plans.append(plan_group(state, join_path(root, rel), ds, node_opts))
     return plans
 
@@ -88,6 +97,7 @@ def to_zarr_datatree(
     safe_chunks: bool = True,
     align_chunks: bool = False,
     resume: bool | str = False,
+    progress: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a DataTree: every node becomes a group (``DataTree.to_zarr`` semantics, see
     :func:`~zarr_dask.to_zarr_dataset` for the shared arguments).
@@ -114,6 +124,8 @@ def to_zarr_datatree(
     resume
         As :func:`to_zarr_dataset`: the whole tree's write resumes (one journal for the tree, under its root
         group), or with ``region=`` each node's region writes.
+    progress
+        As :func:`to_zarr_dataset`: a progress bar on stderr while the data is written.
 
     Returns
     -------
@@ -130,6 +142,7 @@ def to_zarr_datatree(
     """
     del safe_chunks, align_chunks
     check_resume(resume, append_dim, tree=True)
+    check_progress(progress, compute)
     mode_ = validation.choose_mode(mode, append_dim, region)
     encoding = dict(encoding or {})
     if set(encoding) - set(dt.groups):
@@ -153,5 +166,5 @@ def to_zarr_datatree(
         identity = (nodes, mode_, zarr_format, write_empty_chunks, consolidated, write_inherited_coords)
     return execute_in_turn(
         s, root, append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
-        resume=resume, identity=identity,
+        resume=resume, identity=identity, progress=progress,
     )  # fmt: skip

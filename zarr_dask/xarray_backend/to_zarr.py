@@ -45,6 +45,8 @@ from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.journal import Journal
+from zarr_dask.graph.progress import check_progress
+from zarr_dask.graph.progress import run as run_with_progress
 from zarr_dask.graph.write import settle_failed
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
@@ -347,12 +349,14 @@ def execute(
     resume: bool | str = False,
     journal: DatasetJournal | None = None,
     appended: AppendRun | None = None,
+    progress: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Carry out planned group writes (see the module docstring for the order); ``keep_store``: the result
     holds the (in-memory) store, for ``store=None``; ``resume``: journal the writes of dask variables (see
     :func:`zarr_dask.to_zarr`); ``journal``: a resumable whole-dataset write's (resumed: its hierarchy is kept
     as its first run prepared it; see :mod:`~zarr_dask.xarray_backend.dataset_journal`); ``appended``: a
-    resumable dataset append's decision (its journal written here, before any data)."""
+    resumable dataset append's decision (its journal written here, before any data); ``progress``: a bar on
+    stderr while the data is written (:mod:`zarr_dask.graph.progress`), after a line saying what is written."""
     from dask.delayed import delayed
 
     store = state.store
@@ -401,12 +405,31 @@ def execute(
         if lease is not None:
             lease.release_with(final)
         return final  # type: ignore[no-any-return]
+    note = _progress_note(store, plans, todo, finished, appended) if progress else None
     try:
-        out: DatasetWriteResult = final.compute(**compute_options())
+        out: DatasetWriteResult = run_with_progress(final, progress=progress, note=note, **compute_options())
     except BaseException:
         settle_failed(writes)  # the uploads its variables queued land before the error is raised
         raise
     return out
+
+
+def _progress_note(
+    store: Store, plans: list[GroupPlan], todo: list[VarWrite], finished: set[str], appended: AppendRun | None
+) -> str:
+    """The line above a dataset write's progress bar: what it writes, and what an earlier run finished."""
+    actions: dict[str, int] = {}
+    for w in todo:
+        actions[w.action] = actions.get(w.action, 0) + 1
+    words = {"create": "created", "overwrite": "overwritten", "append": "appended", "region": "written in place"}
+    what = ", ".join(f"{n} {words.get(a, a)}" for a, n in actions.items())
+    groups = ", ".join(f"/{p.path}" for p in plans)
+    line = f"{store.url} {groups}: writing {len(todo)} variable(s) ({what or 'nothing'})"
+    if appended is not None:
+        line += f" along {appended.append_dim!r}, rows {appended.start} to {appended.end}"
+    if finished:
+        line += f"; {len(finished)} variable(s) finished by an earlier run, skipped"
+    return line
 
 
 def _as_dataset(obj: Any) -> Any:
@@ -443,6 +466,8 @@ def to_zarr_dataset(
     safe_chunks: bool = True,
     align_chunks: bool = False,
     resume: bool | str = False,
+    progress: bool = False,
+    fill_missing: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Write a Dataset to a Zarr group: the semantics of ``Dataset.to_zarr``, without its chunk-alignment
     rules.
@@ -465,7 +490,10 @@ def to_zarr_dataset(
         The group to write (default: the root).
     append_dim
         Grow the stored variables along this dimension. A partial last chunk is completed by exactly one
-        task; the new shape is recorded only after all data has landed.
+        task; the new shape is recorded only after all data has landed. The dataset must hold every stored
+        variable along ``append_dim`` (else :class:`~zarr_dask.errors.WritePlanError` before anything is
+        written; see ``fill_missing``) and no new one along it (create it first over the stored length with
+        ``mode="a"``); new variables without ``append_dim`` are added, as xarray adds them.
     region
         ``{dim: slice}`` (step 1), ``{dim: "auto"}`` or ``"auto"`` (located from the stored coordinates):
         write into that part of existing variables. Any dask chunking is fine: chunks cut by the region's
@@ -502,6 +530,15 @@ def to_zarr_dataset(
         keeps two small records under the group until :func:`~zarr_dask.publish_ledger`; it needs a store
         with conditional writes (else :class:`~zarr_dask.errors.UnsupportedFeatureError`). See
         docs/safe-writes.md, "When a write dies".
+    progress
+        Show a progress bar on stderr while the data is written (``compute=True``; dask's bar, or distributed's
+        on a cluster), after a line saying what is written: how many variables are created, overwritten,
+        appended or written into a region, and for a resumed write how many an earlier run finished (as
+        :func:`~zarr_dask.to_zarr`'s ``progress``).
+    fill_missing
+        With ``append_dim``: append missing values (NaN, NaT; their chunks are not stored) to the stored
+        variables along ``append_dim`` that the dataset lacks, instead of refusing. Variables of a type
+        without a missing value (integers without ``_FillValue``, booleans, text) are still refused.
     safe_chunks, align_chunks
         Accepted for compatibility. Writes are always safe here: every storage key has exactly one writer, so
         dask chunks never need to match Zarr chunks and no rechunk is needed.
@@ -523,6 +560,7 @@ def to_zarr_dataset(
     """
     del safe_chunks, align_chunks
     check_resume(resume, append_dim)
+    check_progress(progress, compute)
     ds = _as_dataset(ds)
     opts = WriteOptions(
         mode=validation.choose_mode(mode, append_dim, region),
@@ -531,6 +569,7 @@ def to_zarr_dataset(
         encoding=dict(encoding or {}),
         zarr_format=zarr_format,
         write_empty_chunks=write_empty_chunks,
+        fill_missing=fill_missing,
     )
     s = new_memory_store(storage_options) if store is None else as_store(store, storage_options)
     path = normalize_path(group or "")
@@ -543,11 +582,11 @@ def to_zarr_dataset(
     if resume and opts.append_dim is not None:
         return _append_resumable(
             s, path, plan, consolidated=consolidated, compute=compute, resume=resume, identity=identity,
-            append_dim=opts.append_dim, encoding=opts.encoding,
+            append_dim=opts.append_dim, encoding=opts.encoding, progress=progress,
         )  # fmt: skip
     return execute_in_turn(
         s, path, opts.append_dim is not None, plan, consolidated=consolidated, compute=compute, keep_store=store is None,
-        resume=resume, identity=identity,
+        resume=resume, identity=identity, progress=progress,
     )  # fmt: skip
 
 
@@ -590,6 +629,7 @@ def execute_in_turn(
     keep_store: bool = False,
     resume: bool | str = False,
     identity: Any = None,
+    progress: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """Plan (from the store's state) and :func:`execute`; an append first takes the group's append lease, so
     appends to one group take turns and each plans from the state the previous one committed (see
@@ -611,7 +651,7 @@ def execute_in_turn(
         else:
             state, plans = plan()
         return execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, keep_store=keep_store,
-                       resume=resume, journal=found)  # fmt: skip
+                       resume=resume, journal=found, progress=progress)  # fmt: skip
     except BaseException:
         if lease is not None:
             lease.release()
@@ -644,6 +684,7 @@ def _append_resumable(
     identity: Any,
     append_dim: Hashable,
     encoding: Mapping[str, Any],
+    progress: bool = False,
 ) -> DatasetWriteResult | Delayed:
     """``to_zarr_dataset(..., append_dim=..., resume=...)``: the array append's resume
     (:mod:`zarr_dask.graph.resume_append`) for a group. Under the group's append lease (a killed run's own
@@ -661,6 +702,10 @@ def _append_resumable(
     lease = AppendLease(store, path, refuse_after_completing=False).acquire()
     try:
         state, plans = plan()
+    except BaseException:  # refused before anything was written: a lease of our own goes (the store as it was)
+        lease.abandon() if lease.previous else lease.release()
+        raise
+    try:
         start, end = dataset_journal.group_length(plans, append_dim)
         run = dataset_journal.append_run_id(identity, store, path, resume, plans, append_dim, encoding)
         decision = resume_append.decide(store, path, run, lease.previous, (start,), 0, members=True)
@@ -673,7 +718,7 @@ def _append_resumable(
             return landed if compute else _delayed_value(landed)
         appended = AppendRun(group=path, append_dim=str(append_dim), start=start, end=end, decision=decision)
         out = execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, resume=resume,
-                      appended=appended)  # fmt: skip
+                      appended=appended, progress=progress)  # fmt: skip
     except BaseException:
         lease.abandon()  # lapsed at once, still naming this run: its re-run knows no other append came between
         raise

@@ -15,6 +15,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from zarr_dask.core import nodes
 from zarr_dask.errors import (
     ContainsArrayError,
@@ -23,6 +25,7 @@ from zarr_dask.errors import (
     InvalidPathError,
     MetadataError,
     VariableNotFoundError,
+    WritePlanError,
     ZarrDaskError,
 )
 from zarr_dask.graph.target import grown_metadata
@@ -40,7 +43,7 @@ from zarr_dask.xarray_backend.variables import (
     zarr_encoding,
 )
 
-__all__ = ["GroupPlan", "StoreState", "VarWrite", "plan_group"]
+__all__ = ["GroupPlan", "StoreState", "VarWrite", "check_append_variables", "plan_group"]
 
 ZarrFormat = Literal[2, 3]
 Action = Literal["create", "overwrite", "region", "append"]
@@ -129,6 +132,7 @@ class WriteOptions:
     encoding: Mapping[str, Any] = field(default_factory=dict)
     zarr_format: ZarrFormat | None = None
     write_empty_chunks: bool | None = None
+    fill_missing: bool = False  # an append: stored variables along append_dim the dataset lacks get missing values
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -276,6 +280,95 @@ def _check_append_dim(state: StoreState, path: str, append_dim: Hashable | None,
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
 
 
+def _stored_dims(meta: ArrayMetadata) -> tuple[str, ...]:
+    try:
+        return dims_and_attrs(meta)[0]
+    except KeyError:  # not an xarray variable: no dimensions to keep in step
+        return ()
+
+
+def check_append_variables(
+    state: StoreState, path: str, append_dim: Hashable | None, variables: Mapping[str, Any]
+) -> None:
+    """An append must grow every stored variable along ``append_dim`` and only those: a stored one the
+    dataset lacks would stay shorter, a new one holding ``append_dim`` would be created with only the appended
+    rows, and every open of the dataset would then fail ("conflicting sizes for dimension"). Refused before
+    anything is written, naming the variables and the fix. (xarray's own engine accepts both and corrupts the
+    dataset; a new variable *without* ``append_dim`` is added, as xarray does: it has no length to keep.)"""
+    if append_dim is None:
+        return
+    existing = state.arrays(path)
+    dim = str(append_dim)
+    stored = {n: m.shape[_stored_dims(m).index(dim)] for n, m in existing.items() if dim in _stored_dims(m)}
+    missing = sorted(n for n in stored if n not in variables)
+    extra = sorted(n for n, v in variables.items() if n not in existing and append_dim in v.dims)
+    if not missing and not extra:
+        return
+    length = max(stored.values(), default=0)
+    parts, fixes = [], []
+    if missing:
+        names = ", ".join(map(repr, missing))
+        parts.append(
+            f"the stored variable(s) {names} hold {dim!r} but are missing from the appended dataset (they would "
+            f"keep their {length} row(s) while the others grow)"
+        )
+        like = next((repr(n) for n, v in variables.items() if v.dims == _stored_dims(existing[missing[0]])), "...")
+        fixes.append(
+            f"pass fill_missing=True to append missing values (NaN, NaT) to {names}, or add them to the dataset "
+            f"(e.g. ds[{missing[0]!r}] = xr.full_like(ds[{like}], np.nan))"
+        )
+    if extra:
+        names = ", ".join(map(repr, extra))
+        parts.append(
+            f"the new variable(s) {names} hold {dim!r} but are not stored (they would be created with only the "
+            f"appended rows, not the {length} stored ones)"
+        )
+        fixes.append(
+            f"drop {names} from the appended dataset (ds.drop_vars({extra!r})), or first add them over the stored "
+            f"{dim!r} with missing values (to_zarr_dataset(..., mode='a') without append_dim) and append after"
+        )
+    raise WritePlanError(
+        f"append_dim={dim!r} would corrupt the dataset: {'; '.join(parts)}, and every open would then fail with "
+        f"\"conflicting sizes for dimension {dim!r}\". Nothing was written. Fix: {'; and '.join(fixes)}",
+        store=state.store.url,
+        path=path,
+    )
+
+
+def _missing_values(
+    state: StoreState, path: str, fmt: ZarrFormat, append_dim: Hashable, variables: Mapping[str, Any], rows: int
+) -> dict[str, Any]:
+    """``fill_missing=True``: the stored variables along ``append_dim`` that ``variables`` lack, as lazy
+    variables of missing values (NaN, NaT) over the ``rows`` appended (chunks all missing are not stored).
+    A variable whose type has no missing value (integers without ``_FillValue``, booleans, text) is refused."""
+    from xarray import Variable, conventions
+
+    from zarr_dask.graph.gateway import array_module
+
+    dim = str(append_dim)
+    existing = state.arrays(path)
+    names = [n for n, m in existing.items() if n not in variables and dim in _stored_dims(m)]
+    if not names:
+        return {}
+    decoded, _, _ = conventions.decode_cf_variables(_existing_variables(state, path, fmt, names), {})
+    out = {}
+    for name in names:
+        stored = decoded[name]
+        kind = stored.dtype.kind
+        if kind not in "fcmM":
+            raise WritePlanError(
+                f"fill_missing=True cannot append missing values to {name!r}: its type {stored.dtype} has none "
+                "(no _FillValue); add the variable to the dataset with the values to append",
+                store=state.store.url,
+                path=path,
+            )
+        shape = tuple(rows if d == dim else n for d, n in zip(stored.dims, stored.shape, strict=True))
+        value = np.datetime64("NaT") if kind == "M" else np.timedelta64("NaT") if kind == "m" else np.nan
+        data = array_module().full(shape, value, dtype=stored.dtype, chunks="auto")
+        out[name] = Variable(stored.dims, data, dict(stored.attrs))
+    return out
+
+
 def _stored_name(name: Hashable) -> str:
     """The array name of a variable: xarray stores a variable named None as ``__values__`` (and reads it back
     as None)."""
@@ -336,6 +429,8 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
     for k, enc in opts.encoding.items():
         variables[_stored_name(k)] = variables[_stored_name(k)].copy(deep=False)  # keep the caller's as they are
         variables[_stored_name(k)].encoding = enc  # (xarray: "encoding must be castable to a dictionary")
+    if opts.fill_missing and opts.append_dim is not None and opts.append_dim in ds.dims:
+        variables.update(_missing_values(state, path, fmt, opts.append_dim, variables, ds.sizes[opts.append_dim]))
     names = list(variables)
     for name in names:
         _check_variable_name(name, fmt, state.store, path)
@@ -347,6 +442,7 @@ def plan_group(state: StoreState, path: str, ds: Any, opts: WriteOptions) -> Gro
             "``mode='r+'``. To allow writing new variables, set ``mode='a'``."
         )
     _check_append_dim(state, path, opts.append_dim, existing)
+    check_append_variables(state, path, opts.append_dim, variables)
     if region is not None and (missing := [n for n in names if n not in existing]):
         raise ValueError(
             f"variables {missing!r} do not exist in the store, and a region write can only write into existing "

@@ -83,7 +83,7 @@ class Diff:
         if not self.differences:
             return "no differences"
         rows = [("path", "field", left, right)]
-        rows += [(d.path, d.field, _show(d.left), _show(d.right)) for d in self.differences]
+        rows += [(d.path, f, _show(a), _show(b)) for d in self.differences for f, a, b in _narrowed(d)]
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         return "\n".join(
             "  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths, strict=True)) + "  " + r[3] for r in rows
@@ -100,6 +100,30 @@ class Diff:
                     item[f"{side}_missing"] = True
             out.append(item)
         return out
+
+
+def _narrowed(d: Difference) -> list[tuple[str, Any, Any]]:
+    """The rows that show one difference: the parts of two JSON objects (or of two lists of one length) that
+    differ, each under its field path, so that a table cell shows what differs rather than a cut-off prefix
+    (``chunk_grid.configuration.chunk_shape  [10, 20]  [20, 20]``). Objects of another ``name`` (another
+    codec, another grid) are shown whole."""
+    if d.left is MISSING or d.right is MISSING:
+        return [(d.field, d.left, d.right)]
+    try:
+        a, b = to_jsonable(d.left), to_jsonable(d.right)
+    except (MetadataError, TypeError, ValueError):
+        return [(d.field, d.left, d.right)]
+    return _parts(d.field, a, b)
+
+
+def _parts(field: str, a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict) and a.get("name") == b.get("name"):
+        keys = [k for k in [*a, *(k for k in b if k not in a)] if (k in a) != (k in b) or canonical_json(a[k]) != canonical_json(b[k])]
+        return [row for k in keys for row in _parts(f"{field}.{k}", a.get(k, MISSING), b.get(k, MISSING))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and a and not all(isinstance(x, int | float) for x in a):
+        index = [i for i in range(len(a)) if canonical_json(a[i]) != canonical_json(b[i])]
+        return [row for i in index for row in _parts(f"{field}[{i}]", a[i], b[i])]
+    return [(field, a, b)]
 
 
 def _show(value: Any) -> str:
