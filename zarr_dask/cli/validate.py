@@ -35,7 +35,7 @@ import numpy as np
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
 from zarr_dask.core import nodes
-from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders
+from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders, group_without_consolidated
 from zarr_dask.errors import ZarrDaskError
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
@@ -61,17 +61,23 @@ def _rel(path: str, root: str) -> str:
     return "/" + path[len(root) :].strip("/") if root else "/" + path
 
 
-def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _parse_nodes(store: Store, root: str, keys: list[str], url: str, out: list[Finding]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Node path -> metadata for every node with documents under ``root``, and the documents read."""
     paths = sorted({k.rpartition("/")[0] for k in keys if k.rpartition("/")[2] in _DOCS})
     docs = store.get_many([k for k in keys if k.rpartition("/")[2] in _DOCS])
     found: dict[str, Any] = {}
     for path in paths:
+        own = {k: v for k, v in docs.items() if k.rpartition("/")[0] == path}
         try:
-            meta = nodes.parse_node({k: v for k, v in docs.items() if k.rpartition("/")[0] == path}, path, store)
+            meta = nodes.parse_node(own, path, store)
         except ZarrDaskError as e:
-            out.append(Finding(_rel(path, root), "error", e.problem))
-            continue
+            meta = group_without_consolidated(own.get(key_prefix(path) + "zarr.json"))
+            if meta is None:
+                out.append(Finding(_rel(path, root), "error", e.problem))
+                continue
+            fix = f"zarr-dask consolidate {url}" + (f" --path {path}" if path else "")
+            out.append(Finding(_rel(path, root), "error", f"the consolidated metadata does not parse: {e.problem}; "
+                               f"rebuild it with '{fix}'"))  # fmt: skip
         if meta is not None:
             found[path] = meta
     return found, docs
@@ -213,6 +219,25 @@ def _check_consolidated(url: str, root: str, found: Mapping[str, Any], docs: Map
                            f"Readers using consolidated metadata see the wrong node; fix: {fix}"))  # fmt: skip
 
 
+def _check_convention(root: str, found: Mapping[str, Any], fmt: int) -> list[Finding]:
+    """xarray's convention on the nodes whose documents parse (the others are errors already: a validator
+    reports what it finds, it does not stop at it); nodes inside arrays and of the other format are left out,
+    as readers leave them."""
+    from zarr_dask.zom import conventions
+    from zarr_dask.zom.io import spec_of
+    from zarr_dask.zom.model import build_tree
+
+    arrays = [p for p, m in found.items() if nodes.is_array(m) and p != root]
+    specs = {
+        path[len(root) :].strip("/"): spec_of(meta)
+        for path, meta in found.items()
+        if meta.zarr_format == fmt and not any(path.startswith(a + "/") for a in arrays)
+    }
+    top = specs.get("")
+    spec = top if top is not None and top.node_type == "array" else build_tree(specs, 3 if fmt == 3 else 2, unknown=set())
+    return [Finding(p.path, "error", p.message) for p in conventions.xarray(spec)]
+
+
 def _check_data(
     opened: Mapping[str, Any], keys: Mapping[str, list[str]], root: str, threads: int, out: list[Finding]
 ) -> tuple[int, int]:
@@ -251,19 +276,17 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
     root = normalize_path(path)
     out: list[Finding] = []
     keys = store.list_prefix(key_prefix(root))
-    found, docs = _parse_nodes(store, root, keys, out)
+    shown = url if isinstance(url, str) else store.url
+    found, docs = _parse_nodes(store, root, keys, shown, out)
     if not found and not out:
         raise zarr_dask.errors.NodeNotFoundError("nothing to validate here (no metadata document below)", store=store.url, path=root)
     fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
     _check_structure(root, found, fmt, out)
     opened, by_array = _check_arrays(store, root, found, keys, out)
     _check_index_coordinates(opened, root, out)
-    _check_consolidated(url if isinstance(url, str) else store.url, root, found, docs, store, out)
-    if convention == "xarray" and not any(f.severity == "error" for f in out):
-        from zarr_dask.zom import conventions, from_store
-
-        spec = from_store(store, path=root, use_consolidated=False)
-        out += [Finding(p.path, "error", p.message) for p in conventions.xarray(spec)]
+    _check_consolidated(shown, root, found, docs, store, out)
+    if convention == "xarray":
+        out += _check_convention(root, found, fmt)
     counts: dict[str, Any] = {"nodes": len(found), "arrays": len(opened)}
     if data:
         t0 = time.perf_counter()
