@@ -96,3 +96,41 @@ def test_a_bad_consolidated_entry_leaves_the_group_a_group(tmp_path: Path) -> No
     assert [f.path for f in findings] == ["/", "/nodims"]
     assert main(["consolidate", url]) == 0
     assert [f.path for f in validate(url, convention="xarray")[0]] == ["/nodims"]
+
+
+def test_an_unpublished_journal_is_named_as_such_with_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 7: a resumable region write's journal is zarr_dask's record, not "foreign files"."""
+    import dask.array as da
+
+    from zarr_dask.cli import validate as validate_module
+    from zarr_dask.graph import journal
+
+    assert validate_module.JOURNAL_DIR == journal.JOURNAL_DIR
+    url = str(tmp_path / "j.zarr")
+    zarr_dask.create_array(url, path="a", shape=(8, 4), chunks=(2, 4), dtype="f4", dimension_names=["y", "x"])
+    zarr_dask.to_zarr(da.ones((4, 4), chunks=2), url, component="a", region=(slice(0, 4), slice(None)), resume=True)
+    (tmp_path / "j.zarr" / "a" / "stray").write_bytes(b"x")
+    findings, _ = validate(url)
+    messages = [f.message for f in findings if f.path == "/a" and f.severity == "warning"]
+    assert len(messages) == 2, findings
+    journal_text, stray = messages
+    assert journal_text.startswith("the journal(s) of 1 resumable write(s) (resume=True) not published yet (1 done, 0 partial")
+    assert f"'zarr-dask ledger {url} --path a' lists them; 'zarr-dask ledger {url} --path a --publish' deletes them" in journal_text
+    assert "foreign" not in journal_text and "not data" in journal_text
+    assert stray == "1 key(s) that are not chunks of this array (e.g. 'stray'): left over after a resize, or foreign files"
+    (tmp_path / "j.zarr" / "a" / "stray").unlink()
+    assert main(["ledger", url, "--path", "a", "--publish"]) == 0  # the command the warning names works
+    capsys.readouterr()
+    assert validate(url)[0] == []
+
+
+def test_append_records_are_named(tmp_path: Path) -> None:
+    from zarr_dask.core.commit import INCOMPLETE_NAME
+    from zarr_dask.core.lease import LEASE_NAME
+
+    url = _hierarchy(tmp_path)
+    (tmp_path / "h.zarr" / "bad" / LEASE_NAME).write_bytes(b"{}")
+    (tmp_path / "h.zarr" / "bad" / INCOMPLETE_NAME).write_bytes(b"{}")
+    texts = sorted(f.message for f in validate(url)[0] if f.path == "/bad")
+    assert texts[0].startswith("an append lease (an append is running")
+    assert texts[1].startswith("the record of an append whose rows landed") and f"'zarr-dask consolidate {url}'" in texts[1]

@@ -5,7 +5,8 @@ Checks, from one listing of the store and one batched read of every metadata doc
 * every document parses, every array's codecs can be built (unknown or unsafe codecs, bad shard shapes);
 * no node lies inside an array; nodes of the other Zarr format and groups without a document (implicit
   groups) are reported as warnings (zarr-python does not show them);
-* keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
+* keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings; the
+  journals of resumable writes not yet published (``zarr-dask ledger``) and append records are named as such;
 * index coordinates (1-D arrays named like their dimension) are monotonic: an out-of-order one (e.g. after
   appends from independent writers that landed out of turn) is a warning (label selections on it fail), and
   so is a v2 index coordinate that holds its own fill value (xarray reads those values as missing);
@@ -35,7 +36,9 @@ import numpy as np
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
 from zarr_dask.core import nodes
+from zarr_dask.core.commit import INCOMPLETE_NAME
 from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders, group_without_consolidated
+from zarr_dask.core.lease import LEASE_NAME
 from zarr_dask.errors import ZarrDaskError
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
@@ -43,6 +46,9 @@ from zarr_dask.store import Store, open_store
 __all__ = ["Finding", "register", "validate"]
 
 _DOCS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+#: Where resumable writes keep their run journals under an array (graph/journal.py's JOURNAL_DIR; the command
+#: line does not import the dask engine, and a test keeps the two equal).
+JOURNAL_DIR = ".zd-resume"
 
 
 @dataclass(frozen=True)
@@ -142,8 +148,36 @@ def _stray(meta: Any, prefix: str, keys: list[str]) -> list[str]:
     return stray
 
 
+def _records(url: str, path: str, stray: list[str]) -> tuple[list[str], list[str]]:
+    """zarr_dask's own records among the ``stray`` names of the array at ``path`` (run journals of resumable
+    writes, append records: never data), described with what to do about them; and the other names."""
+    runs: dict[str, bool] = {}  # run id -> done (its ``complete`` record is there)
+    named = {LEASE_NAME: "an append lease (an append is running, or died holding it: the next append takes it "
+                         "over once it lapses)",
+             INCOMPLETE_NAME: "the record of an append whose rows landed but whose consolidated metadata was not "
+                              f"updated (appends are refused until 'zarr-dask consolidate {url}' repairs it)"}  # fmt: skip
+    seen, rest = [], []
+    for name in stray:
+        head, _, tail = name.partition("/")
+        if head == JOURNAL_DIR and tail:
+            run, _, record = tail.partition("/")
+            runs[run] = runs.get(run, False) or record == "complete"
+        elif name in named:
+            seen.append(named[name])
+        else:
+            rest.append(name)
+    if runs:
+        done = sum(runs.values())
+        where = f"zarr-dask ledger {url}" + (f" --path {path}" if path else "")
+        seen.insert(0, f"the journal(s) of {len(runs)} resumable write(s) (resume=True) not published yet ({done} done, "
+                       f"{len(runs) - done} partial or still running; e.g. run {min(runs)}): zarr_dask's records of "
+                       f"which writer tasks finished, not data. '{where}' lists them; '{where} --publish' deletes "
+                       "them once every write is done")  # fmt: skip
+    return seen, rest
+
+
 def _check_arrays(
-    store: Store, root: str, found: Mapping[str, Any], keys: list[str], out: list[Finding]
+    store: Store, root: str, found: Mapping[str, Any], keys: list[str], url: str, out: list[Finding]
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     arrays = {p for p, m in found.items() if nodes.is_array(m)}
     by_array = _keys_by_array(keys, arrays)
@@ -154,7 +188,8 @@ def _check_arrays(
         except ZarrDaskError as e:
             out.append(Finding(_rel(path, root), "error", e.problem))
             continue
-        stray = _stray(found[path], key_prefix(path), by_array[path])
+        records, stray = _records(url, path, _stray(found[path], key_prefix(path), by_array[path]))
+        out += [Finding(_rel(path, root), "warning", text) for text in records]
         if stray:
             out.append(Finding(_rel(path, root), "warning", f"{len(stray)} key(s) that are not chunks of this array "
                                f"(e.g. {stray[0]!r}): left over after a resize, or foreign files"))  # fmt: skip
@@ -282,7 +317,7 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
         raise zarr_dask.errors.NodeNotFoundError("nothing to validate here (no metadata document below)", store=store.url, path=root)
     fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
     _check_structure(root, found, fmt, out)
-    opened, by_array = _check_arrays(store, root, found, keys, out)
+    opened, by_array = _check_arrays(store, root, found, keys, shown, out)
     _check_index_coordinates(opened, root, out)
     _check_consolidated(shown, root, found, docs, store, out)
     if convention == "xarray":
