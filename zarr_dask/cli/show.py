@@ -48,23 +48,27 @@ def codecs_text(codecs: Any) -> str:
 
 
 def _scan(array: zarr_dask.Array) -> dict[str, int]:
-    """One listing: stored bytes and the storage units (and inner chunks) that are initialized."""
+    """One listing: stored bytes and the storage units (and inner chunks) that are initialized. A stored shard
+    counts the inner chunks that lie inside the array, so the count never exceeds ``nchunks`` (the Array's
+    ``nchunks_initialized`` counts edge shards whole, as zarr-python does)."""
     meta = array.metadata
     prefix = f"{array.path}/" if array.path else ""
     sizes = array.store.list_prefix_sizes(prefix)
-    grid = meta.chunk_grid.grid_shape(array.shape)
-    units = 0
+    grids = meta.chunk_grid.dim_grids(array.shape)
+    units = chunks = 0
     for key in sizes:
         try:
             coords = meta.chunk_key_encoding.decode(key[len(prefix) :])
         except zarr_dask.errors.ZarrDaskError:
             continue
-        units += len(coords) == len(grid) and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
-    per_unit = 1
-    if array.shards is not None:
-        per_unit = math.prod(-(-s // c) for s, c in zip(array.shards, array.chunks, strict=True))
-    return {"nbytes_stored": sum(sizes.values()), "units_initialized": units, "chunks_initialized": units * per_unit,
-            "units": math.prod(grid)}  # fmt: skip
+        if len(coords) != len(grids) or not all(0 <= c < g.nchunks() for c, g in zip(coords, grids, strict=True)):
+            continue
+        units += 1
+        # the inner chunks of a stored shard that lie inside the array (an edge shard's others hold nothing)
+        inner = array.chunks if array.shards is not None else None
+        chunks += 1 if inner is None else math.prod(-(-g.data_size(c) // n) for g, c, n in zip(grids, coords, inner, strict=True))
+    return {"nbytes_stored": sum(sizes.values()), "units_initialized": units, "chunks_initialized": chunks,
+            "units": math.prod(g.nchunks() for g in grids)}  # fmt: skip
 
 
 def _json_scalar(value: Any) -> Any:
