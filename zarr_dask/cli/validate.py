@@ -35,6 +35,7 @@ import numpy as np
 
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
+from zarr_dask.cli.repository import readable
 from zarr_dask.core import nodes
 from zarr_dask.core.commit import INCOMPLETE_NAME
 from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders, group_without_consolidated
@@ -331,8 +332,9 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    findings, counts = validate(args.url, path=args.path, convention=args.convention, data=args.data,
-                                storage_options=storage_options(args.storage_options), threads=args.threads)  # fmt: skip
+    with readable(args.url, storage_options(args.storage_options)) as (source, options):
+        findings, counts = validate(source, path=args.path, convention=args.convention, data=args.data,
+                                    storage_options=options, threads=args.threads)  # fmt: skip
     errors = sum(f.severity == "error" for f in findings)
     if args.json:
         print(json.dumps({"ok": errors == 0, "counts": counts,
@@ -353,7 +355,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("validate", parents=[common], help="check metadata, conventions and (--data) every chunk",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    node_arguments(p)
+    node_arguments(p, repositories=True)
     p.add_argument("--convention", choices=("xarray",), default=None, help="also check a convention")
     p.add_argument("--data", action="store_true", help="fetch and decode every stored chunk (verifies checksums)")
     p.add_argument("--threads", type=int, default=None, help="chunks decoded at once with --data (default: CPUs)")
