@@ -87,7 +87,7 @@ def test_array_spec_and_require():
     conventions.require(GroupSpec(members={"t": _v3((2,), ["x"])}), conventions.xarray)
     with pytest.raises(MetadataError, match=r"breaks 2 convention rule\(s\):\n  /a: .*\n  /b: "):
         conventions.require(GroupSpec(members={"a": _v3((2,)), "b": _v3((3,))}), conventions.xarray)
-    with pytest.raises(MetadataError, match="checks an ArraySpec, a GroupSpec or ZEP 6 JSON"):
+    with pytest.raises(MetadataError, match="checks an ArraySpec, a GroupSpec, ZEP 6 JSON .* or a stored hierarchy"):
         conventions.xarray(np.zeros(2))  # type: ignore[arg-type]
     assert str(conventions.xarray(_v3((2,)))[0]).startswith("/: the array has no dimension_names")
 
@@ -160,3 +160,36 @@ def test_invalid_groups_names_and_formats_in_the_json():
     assert "'surprise'" in got[("/bad", "invalid_metadata")]
     assert "not valid JSON" in got[("/text", "invalid_metadata")]
     assert conventions.xarray("{")[0].kind == "invalid_metadata"
+
+
+def test_a_stored_hierarchy_is_checked_document_by_document(tmp_path):
+    """``from_store`` refuses a hierarchy with an invalid document; the checker, given the store, reports it
+    as a problem of its node and checks the rest (v3 and v2; a URL, a path or a Store)."""
+    import json
+    from pathlib import Path
+
+    import zarr_dask
+    from zarr_dask.zom import from_store
+
+    url = str(tmp_path / "h.zarr")
+    zarr_dask.create_group(url)
+    zarr_dask.create_array(url, path="t", shape=(4, 3), dtype="f4", dimension_names=["time", "x"])
+    zarr_dask.create_array(url, path="u", shape=(4,), dtype="f4")
+    zarr_dask.create_array(url, path="sub/v", shape=(4,), dtype="f4", dimension_names=["time"])
+    (tmp_path / "h.zarr" / "sub" / "zarr.json").unlink()  # an implicit group
+    doc = json.loads((tmp_path / "h.zarr" / "t" / "zarr.json").read_text())
+    (tmp_path / "h.zarr" / "t" / "zarr.json").write_text(json.dumps({**doc, "dimension_names": ["time"]}))
+    (tmp_path / "h.zarr" / "u" / "inner").mkdir()
+    (tmp_path / "h.zarr" / "u" / "inner" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    with pytest.raises(MetadataError, match="dimension_names"):
+        from_store(url)
+    expected = [("/u/inner", "invalid_metadata"), ("/t", "dimension_count"), ("/u", "missing_dimensions")]
+    for source in (url, Path(url), zarr_dask.open_store(url)):
+        assert [(p.path, p.kind) for p in conventions.xarray(source)] == expected
+    v2 = str(tmp_path / "v2.zarr")
+    zarr_dask.create_array(v2, path="a", shape=(2, 2), dtype="f4", zarr_format=2, attributes={"_ARRAY_DIMENSIONS": ["y"]})
+    zarr_dask.create_array(v2, path="b", shape=(2,), dtype="f4", zarr_format=2, attributes={"_ARRAY_DIMENSIONS": ["y"]})
+    (tmp_path / "v2.zarr" / "b" / ".zarray").write_text("{broken")
+    got = [(p.path, p.kind) for p in conventions.xarray(v2)]
+    assert got == [("/b", "invalid_metadata"), ("/a", "dimension_count")]
+    assert "not valid JSON" in conventions.xarray(v2)[0].message

@@ -5,14 +5,15 @@ variables) and nested groups form a DataTree.  Each problem says where it is, wh
 fix it.  :func:`require` turns problems into one error.
 
 A checker reports what it was asked to find rather than failing on it: given the ZEP 6 JSON of a hierarchy
-(a dict or JSON text) instead of a spec, a node whose document is invalid (``dimension_names`` of the wrong
-length, a bad fill value, chunk grid or data type...) is one problem of that node, and the other nodes are
-checked as usual.
+(a dict or JSON text) or a stored hierarchy (a URL, a path, a Store) instead of a spec, a node whose document
+is invalid (``dimension_names`` of the wrong length, a bad fill value, chunk grid or data type...) is one
+problem of that node, and the other nodes are checked as usual.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -20,8 +21,10 @@ from typing import Any, Literal
 
 from zarr_dask.errors import MetadataError, ZarrDaskError
 from zarr_dask.spec.paths import validate_node_name
+from zarr_dask.store import Store
 from zarr_dask.zom.array import document, is_array_document
 from zarr_dask.zom.model import ArraySpec, GroupSpec, Node
+from zarr_dask.zom.stored import stored_json
 
 __all__ = ["Problem", "ProblemKind", "require", "xarray"]
 
@@ -210,14 +213,19 @@ def _lenient(path: str, obj: Any) -> tuple[Node | None, list[Problem]]:
 def _checked(spec: Any) -> tuple[Node | None, list[Problem]]:
     if isinstance(spec, ArraySpec | GroupSpec):
         return spec, []
-    if isinstance(spec, Mapping | str | bytes | bytearray):
+    if isinstance(spec, Mapping | bytes | bytearray) or (isinstance(spec, str) and spec.lstrip()[:1] in ("{", "[")):
         return _lenient("/", spec)
+    if isinstance(spec, str | os.PathLike | Store):  # a stored hierarchy, document by document
+        doc, hidden = stored_json(spec)
+        node, problems = _lenient("/", doc)
+        return node, [Problem(path=p, kind="invalid_metadata", message=why) for p, why in hidden] + problems
     raise MetadataError(
-        f"xarray() checks an ArraySpec, a GroupSpec or ZEP 6 JSON (a dict or JSON text), got {type(spec).__name__}"
+        f"xarray() checks an ArraySpec, a GroupSpec, ZEP 6 JSON (a dict or JSON text) or a stored hierarchy (a URL, "
+        f"a path or a Store), got {type(spec).__name__}"
     )
 
 
-def xarray(spec: Node | Mapping[str, Any] | str | bytes) -> list[Problem]:
+def xarray(spec: Node | Mapping[str, Any] | str | bytes | os.PathLike[str] | Store) -> list[Problem]:
     """Check a hierarchy against xarray's Zarr encoding (every group a dataset, nested groups a DataTree).
 
     Flags: arrays without dimension names (``_ARRAY_DIMENSIONS`` in v2, ``dimension_names`` in v3), names that
@@ -229,9 +237,11 @@ def xarray(spec: Node | Mapping[str, Any] | str | bytes) -> list[Problem]:
     Parameters
     ----------
     spec
-        A :class:`GroupSpec` (or a single :class:`ArraySpec`), or the ZEP 6 JSON of one (a dict or JSON text):
-        then every node whose document is invalid is a problem of that node (``dimension_count`` for v3
-        ``dimension_names`` of the wrong length, ``invalid_metadata`` otherwise) and the others are checked.
+        A :class:`GroupSpec` (or a single :class:`ArraySpec`), the ZEP 6 JSON of one (a dict or JSON text), or
+        a stored hierarchy (a URL, a local path or a :class:`~zarr_dask.store.Store`: its documents as stored).
+        From JSON or a store, every node whose document is invalid is a problem of that node
+        (``dimension_count`` for v3 ``dimension_names`` of the wrong length, ``invalid_metadata`` otherwise:
+        a bad fill value, data type, chunk grid, a node inside an array...) and the others are checked.
 
     Returns
     -------
