@@ -72,6 +72,7 @@ RETRY: Any = {"max_retries": 4, "retry_timeout": timedelta(seconds=30)}
 _FORKED = "a process forked after obstore was used (its runtime does not survive a fork)"
 #: ``(kind, bucket)`` whose reads a filesystem of this process moved to fsspec (warned once per process)
 _SWITCHED: set[tuple[str, str]] = set()
+_SWITCHED_LOCK = threading.Lock()
 
 
 class ObstoreReads:
@@ -142,7 +143,6 @@ class ObstoreReads:
                 self._off[name] = exc
             return exc
 
-
     async def _absent(self, name: str, path: str) -> Exception | None:
         """obstore reads ``path`` as absent on a store it has served nothing from yet: None (absent) unless the
         write transport sees it. Then obstore cannot see what the filesystem writes (fake-gcs-server without
@@ -157,7 +157,7 @@ class ObstoreReads:
             return None
         if name not in self._off:
             self._off[name] = UnsupportedFeatureError(f"obstore reads {path!r} as missing, the filesystem does not")
-            with _LOCK:
+            with _SWITCHED_LOCK:  # not _LOCK: its holder may be waiting for this loop (obstore_reads -> _make)
                 first = (self.kind, name) not in _SWITCHED
                 _SWITCHED.add((self.kind, name))
             knob = config.KNOBS["remote_transport"]
