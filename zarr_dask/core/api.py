@@ -302,7 +302,8 @@ def consolidate_metadata(
     opened with it. One walk of the hierarchy; the children's own documents are untouched. A dataset append
     that died between its commits (or is committing now) is completed first
     (:func:`~zarr_dask.core.lease.complete_interrupted`), so the listing never shows it half done. A store
-    that keeps no consolidated metadata (an Icechunk repository) is left as it is.
+    that keeps no consolidated metadata (an Icechunk repository) is left as it is. Consolidated metadata that
+    does not parse (a bad entry in a v3 group's ``zarr.json``) is rebuilt, as ``zarr-dask validate`` advises.
 
     Returns
     -------
