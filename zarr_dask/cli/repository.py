@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from zarr_dask.errors import UnsupportedFeatureError
 
-__all__ = ["PREFIX", "is_repository_url", "repository_session"]
+__all__ = ["PREFIX", "is_repository_url", "readable", "repository_session"]
 
 PREFIX = "icechunk:"
 
@@ -84,3 +84,14 @@ def repository_session(url: str, options: Mapping[str, Any] | None, *, write: bo
     yield session
     if session.has_uncommitted_changes:
         session.commit(message)
+
+
+@contextmanager
+def readable(url: str, options: Mapping[str, Any] | None) -> Iterator[tuple[Any, dict[str, Any] | None]]:
+    """``(source, storage options)`` for a command that reads ``url``: an ``icechunk:`` location's read-only
+    session (its options went to the repository's storage), or the URL and its options as given."""
+    if is_repository_url(url):
+        with repository_session(url, options, write=False, message="") as session:
+            yield session, None
+    else:
+        yield url, dict(options) if options else None

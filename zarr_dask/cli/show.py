@@ -5,17 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
+from zarr_dask.cli.repository import readable
 
 __all__ = ["array_info", "codecs_text", "group_info", "register"]
 
 
-def _open(args: argparse.Namespace) -> zarr_dask.Array | zarr_dask.Group:
-    return zarr_dask.open(args.url, path=args.path, mode="r", storage_options=storage_options(args.storage_options))
+@contextmanager
+def _open(args: argparse.Namespace) -> Iterator[zarr_dask.Array | zarr_dask.Group]:
+    """The node the command reads (an ``icechunk:`` URL: in a read-only session of the repository)."""
+    with readable(args.url, storage_options(args.storage_options)) as (source, options):
+        yield zarr_dask.open(source, path=args.path, mode="r", storage_options=options)
 
 
 def _codec(c: Any) -> str:
@@ -48,23 +53,27 @@ def codecs_text(codecs: Any) -> str:
 
 
 def _scan(array: zarr_dask.Array) -> dict[str, int]:
-    """One listing: stored bytes and the storage units (and inner chunks) that are initialized."""
+    """One listing: stored bytes and the storage units (and inner chunks) that are initialized. A stored shard
+    counts the inner chunks that lie inside the array, so the count never exceeds ``nchunks`` (the Array's
+    ``nchunks_initialized`` counts edge shards whole, as zarr-python does)."""
     meta = array.metadata
     prefix = f"{array.path}/" if array.path else ""
     sizes = array.store.list_prefix_sizes(prefix)
-    grid = meta.chunk_grid.grid_shape(array.shape)
-    units = 0
+    grids = meta.chunk_grid.dim_grids(array.shape)
+    units = chunks = 0
     for key in sizes:
         try:
             coords = meta.chunk_key_encoding.decode(key[len(prefix) :])
         except zarr_dask.errors.ZarrDaskError:
             continue
-        units += len(coords) == len(grid) and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
-    per_unit = 1
-    if array.shards is not None:
-        per_unit = math.prod(-(-s // c) for s, c in zip(array.shards, array.chunks, strict=True))
-    return {"nbytes_stored": sum(sizes.values()), "units_initialized": units, "chunks_initialized": units * per_unit,
-            "units": math.prod(grid)}  # fmt: skip
+        if len(coords) != len(grids) or not all(0 <= c < g.nchunks() for c, g in zip(coords, grids, strict=True)):
+            continue
+        units += 1
+        # the inner chunks of a stored shard that lie inside the array (an edge shard's others hold nothing)
+        inner = array.chunks if array.shards is not None else None
+        chunks += 1 if inner is None else math.prod(-(-g.data_size(c) // n) for g, c, n in zip(grids, coords, inner, strict=True))
+    return {"nbytes_stored": sum(sizes.values()), "units_initialized": units, "chunks_initialized": chunks,
+            "units": math.prod(g.nchunks() for g in grids)}  # fmt: skip
 
 
 def _json_scalar(value: Any) -> Any:
@@ -161,9 +170,9 @@ def _rows(info: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    node = _open(args)
     scan = not args.no_scan
-    info = array_info(node, scan) if isinstance(node, zarr_dask.Array) else group_info(node, scan)
+    with _open(args) as node:
+        info = array_info(node, scan) if isinstance(node, zarr_dask.Array) else group_info(node, scan)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
     else:
@@ -205,18 +214,17 @@ def tree_text(group: zarr_dask.Group, depth: int | None = None, details: bool = 
 
 
 def _cmd_tree(args: argparse.Namespace) -> int:
-    node = _open(args)
-    if isinstance(node, zarr_dask.Array):
-        print(_label(node.name, node, args.details))
-    else:
-        print(tree_text(node, args.depth, args.details))
+    with _open(args) as node:
+        text = _label(node.name, node, args.details) if isinstance(node, zarr_dask.Array) else tree_text(node, args.depth, args.details)
+    print(text)
     return 0
 
 
 def _cmd_spec(args: argparse.Namespace) -> int:
     from zarr_dask.zom import from_store
 
-    spec = from_store(args.url, path=args.path, depth=args.depth, storage_options=storage_options(args.storage_options))
+    with readable(args.url, storage_options(args.storage_options)) as (source, options):
+        spec = from_store(source, path=args.path, depth=args.depth, storage_options=options)
     if args.zarr_format is not None:
         spec = spec.to_format(args.zarr_format, chunk_key_encoding="default")
     doc: Any = spec.to_json()
@@ -239,19 +247,19 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("info", parents=[common], help="summarise an array or group",
                        description="Summarise an array (format, shape, dtype, chunks, shards, codecs, fill value, "
                        "dimension names, stored bytes, compression ratio, initialized chunks) or a group.")  # fmt: skip
-    node_arguments(p)
+    node_arguments(p, repositories=True)
     p.add_argument("--no-scan", action="store_true", help="do not list the stored keys (no stored bytes / chunk counts)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_info)
     p = sub.add_parser("tree", parents=[common], help="print the hierarchy",
                        description="Print the hierarchy with shapes and data types (implicit groups marked).")  # fmt: skip
-    node_arguments(p)
+    node_arguments(p, repositories=True)
     p.add_argument("--depth", type=int, default=None, help="levels to show (default: all)")
     p.add_argument("--details", action="store_true", help="also show chunks, shards, dimension names and codecs")
     p.set_defaults(func=_cmd_tree)
     p = sub.add_parser("spec", parents=[common], help="print the hierarchy as ZOM (ZEP 6) JSON",
                        description="Print the Zarr Object Model (ZEP 6, pydantic-zarr) JSON of a hierarchy.")  # fmt: skip
-    node_arguments(p)
+    node_arguments(p, repositories=True)
     p.add_argument("--depth", type=int, default=None, help="levels of members to read (default: all)")
     p.add_argument("--flat", action="store_true", help="the flat form: {'/a/b': node, ...}")
     p.add_argument("--zarr-format", type=int, choices=(3,), default=None,

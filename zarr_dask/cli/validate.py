@@ -5,7 +5,8 @@ Checks, from one listing of the store and one batched read of every metadata doc
 * every document parses, every array's codecs can be built (unknown or unsafe codecs, bad shard shapes);
 * no node lies inside an array; nodes of the other Zarr format and groups without a document (implicit
   groups) are reported as warnings (zarr-python does not show them);
-* keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings;
+* keys under an array that are not chunk keys of its grid (stray or left over after a shrink): warnings; the
+  journals of resumable writes not yet published (``zarr-dask ledger``) and append records are named as such;
 * index coordinates (1-D arrays named like their dimension) are monotonic: an out-of-order one (e.g. after
   appends from independent writers that landed out of turn) is a warning (label selections on it fail), and
   so is a v2 index coordinate that holds its own fill value (xarray reads those values as missing);
@@ -34,8 +35,11 @@ import numpy as np
 
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
+from zarr_dask.cli.repository import readable
 from zarr_dask.core import nodes
-from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders
+from zarr_dask.core.commit import INCOMPLETE_NAME
+from zarr_dask.core.consolidated import compare_consolidated, consolidated_holders, group_without_consolidated
+from zarr_dask.core.lease import LEASE_NAME
 from zarr_dask.errors import ZarrDaskError
 from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import Store, open_store
@@ -43,6 +47,9 @@ from zarr_dask.store import Store, open_store
 __all__ = ["Finding", "register", "validate"]
 
 _DOCS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+#: Where resumable writes keep their run journals under an array (graph/journal.py's JOURNAL_DIR; the command
+#: line does not import the dask engine, and a test keeps the two equal).
+JOURNAL_DIR = ".zd-resume"
 
 
 @dataclass(frozen=True)
@@ -61,17 +68,23 @@ def _rel(path: str, root: str) -> str:
     return "/" + path[len(root) :].strip("/") if root else "/" + path
 
 
-def _parse_nodes(store: Store, root: str, keys: list[str], out: list[Finding]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _parse_nodes(store: Store, root: str, keys: list[str], url: str, out: list[Finding]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Node path -> metadata for every node with documents under ``root``, and the documents read."""
     paths = sorted({k.rpartition("/")[0] for k in keys if k.rpartition("/")[2] in _DOCS})
     docs = store.get_many([k for k in keys if k.rpartition("/")[2] in _DOCS])
     found: dict[str, Any] = {}
     for path in paths:
+        own = {k: v for k, v in docs.items() if k.rpartition("/")[0] == path}
         try:
-            meta = nodes.parse_node({k: v for k, v in docs.items() if k.rpartition("/")[0] == path}, path, store)
+            meta = nodes.parse_node(own, path, store)
         except ZarrDaskError as e:
-            out.append(Finding(_rel(path, root), "error", e.problem))
-            continue
+            meta = group_without_consolidated(own.get(key_prefix(path) + "zarr.json"))
+            if meta is None:
+                out.append(Finding(_rel(path, root), "error", e.problem))
+                continue
+            fix = f"zarr-dask consolidate {url}" + (f" --path {path}" if path else "")
+            out.append(Finding(_rel(path, root), "error", f"the consolidated metadata does not parse: {e.problem}; "
+                               f"rebuild it with '{fix}'"))  # fmt: skip
         if meta is not None:
             found[path] = meta
     return found, docs
@@ -136,8 +149,36 @@ def _stray(meta: Any, prefix: str, keys: list[str]) -> list[str]:
     return stray
 
 
+def _records(url: str, path: str, stray: list[str]) -> tuple[list[str], list[str]]:
+    """zarr_dask's own records among the ``stray`` names of the array at ``path`` (run journals of resumable
+    writes, append records: never data), described with what to do about them; and the other names."""
+    runs: dict[str, bool] = {}  # run id -> done (its ``complete`` record is there)
+    named = {LEASE_NAME: "an append lease (an append is running, or died holding it: the next append takes it "
+                         "over once it lapses)",
+             INCOMPLETE_NAME: "the record of an append whose rows landed but whose consolidated metadata was not "
+                              f"updated (appends are refused until 'zarr-dask consolidate {url}' repairs it)"}  # fmt: skip
+    seen, rest = [], []
+    for name in stray:
+        head, _, tail = name.partition("/")
+        if head == JOURNAL_DIR and tail:
+            run, _, record = tail.partition("/")
+            runs[run] = runs.get(run, False) or record == "complete"
+        elif name in named:
+            seen.append(named[name])
+        else:
+            rest.append(name)
+    if runs:
+        done = sum(runs.values())
+        where = f"zarr-dask ledger {url}" + (f" --path {path}" if path else "")
+        seen.insert(0, f"the journal(s) of {len(runs)} resumable write(s) (resume=True) not published yet ({done} done, "
+                       f"{len(runs) - done} partial or still running; e.g. run {min(runs)}): zarr_dask's records of "
+                       f"which writer tasks finished, not data. '{where}' lists them; '{where} --publish' deletes "
+                       "them once every write is done")  # fmt: skip
+    return seen, rest
+
+
 def _check_arrays(
-    store: Store, root: str, found: Mapping[str, Any], keys: list[str], out: list[Finding]
+    store: Store, root: str, found: Mapping[str, Any], keys: list[str], url: str, out: list[Finding]
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     arrays = {p for p, m in found.items() if nodes.is_array(m)}
     by_array = _keys_by_array(keys, arrays)
@@ -148,7 +189,8 @@ def _check_arrays(
         except ZarrDaskError as e:
             out.append(Finding(_rel(path, root), "error", e.problem))
             continue
-        stray = _stray(found[path], key_prefix(path), by_array[path])
+        records, stray = _records(url, path, _stray(found[path], key_prefix(path), by_array[path]))
+        out += [Finding(_rel(path, root), "warning", text) for text in records]
         if stray:
             out.append(Finding(_rel(path, root), "warning", f"{len(stray)} key(s) that are not chunks of this array "
                                f"(e.g. {stray[0]!r}): left over after a resize, or foreign files"))  # fmt: skip
@@ -213,6 +255,25 @@ def _check_consolidated(url: str, root: str, found: Mapping[str, Any], docs: Map
                            f"Readers using consolidated metadata see the wrong node; fix: {fix}"))  # fmt: skip
 
 
+def _check_convention(root: str, found: Mapping[str, Any], fmt: int) -> list[Finding]:
+    """xarray's convention on the nodes whose documents parse (the others are errors already: a validator
+    reports what it finds, it does not stop at it); nodes inside arrays and of the other format are left out,
+    as readers leave them."""
+    from zarr_dask.zom import conventions
+    from zarr_dask.zom.io import spec_of
+    from zarr_dask.zom.model import build_tree
+
+    arrays = [p for p, m in found.items() if nodes.is_array(m) and p != root]
+    specs = {
+        path[len(root) :].strip("/"): spec_of(meta)
+        for path, meta in found.items()
+        if meta.zarr_format == fmt and not any(path.startswith(a + "/") for a in arrays)
+    }
+    top = specs.get("")
+    spec = top if top is not None and top.node_type == "array" else build_tree(specs, 3 if fmt == 3 else 2, unknown=set())
+    return [Finding(p.path, "error", p.message) for p in conventions.xarray(spec)]
+
+
 def _check_data(
     opened: Mapping[str, Any], keys: Mapping[str, list[str]], root: str, threads: int, out: list[Finding]
 ) -> tuple[int, int]:
@@ -251,19 +312,17 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
     root = normalize_path(path)
     out: list[Finding] = []
     keys = store.list_prefix(key_prefix(root))
-    found, docs = _parse_nodes(store, root, keys, out)
+    shown = url if isinstance(url, str) else store.url
+    found, docs = _parse_nodes(store, root, keys, shown, out)
     if not found and not out:
         raise zarr_dask.errors.NodeNotFoundError("nothing to validate here (no metadata document below)", store=store.url, path=root)
     fmt = found[root].zarr_format if root in found else min((m.zarr_format for m in found.values()), default=3)
     _check_structure(root, found, fmt, out)
-    opened, by_array = _check_arrays(store, root, found, keys, out)
+    opened, by_array = _check_arrays(store, root, found, keys, shown, out)
     _check_index_coordinates(opened, root, out)
-    _check_consolidated(url if isinstance(url, str) else store.url, root, found, docs, store, out)
-    if convention == "xarray" and not any(f.severity == "error" for f in out):
-        from zarr_dask.zom import conventions, from_store
-
-        spec = from_store(store, path=root, use_consolidated=False)
-        out += [Finding(p.path, "error", p.message) for p in conventions.xarray(spec)]
+    _check_consolidated(shown, root, found, docs, store, out)
+    if convention == "xarray":
+        out += _check_convention(root, found, fmt)
     counts: dict[str, Any] = {"nodes": len(found), "arrays": len(opened)}
     if data:
         t0 = time.perf_counter()
@@ -273,8 +332,9 @@ def validate(url: Any, *, path: str = "", convention: str | None = None, data: b
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    findings, counts = validate(args.url, path=args.path, convention=args.convention, data=args.data,
-                                storage_options=storage_options(args.storage_options), threads=args.threads)  # fmt: skip
+    with readable(args.url, storage_options(args.storage_options)) as (source, options):
+        findings, counts = validate(source, path=args.path, convention=args.convention, data=args.data,
+                                    storage_options=options, threads=args.threads)  # fmt: skip
     errors = sum(f.severity == "error" for f in findings)
     if args.json:
         print(json.dumps({"ok": errors == 0, "counts": counts,
@@ -295,7 +355,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("validate", parents=[common], help="check metadata, conventions and (--data) every chunk",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    node_arguments(p)
+    node_arguments(p, repositories=True)
     p.add_argument("--convention", choices=("xarray",), default=None, help="also check a convention")
     p.add_argument("--data", action="store_true", help="fetch and decode every stored chunk (verifies checksums)")
     p.add_argument("--threads", type=int, default=None, help="chunks decoded at once with --data (default: CPUs)")

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 from zarr_dask.core import nodes
 from zarr_dask.core.array import Array
-from zarr_dask.core.consolidated import consolidated_entry, holder_documents
+from zarr_dask.core.consolidated import consolidated_entry, group_without_consolidated, holder_documents
 from zarr_dask.core.group import Group, discover
 from zarr_dask.core.lease import complete_interrupted
-from zarr_dask.errors import InvalidModeError, NodeNotFoundError, ZarrDaskError
+from zarr_dask.errors import InvalidModeError, MetadataError, NodeNotFoundError, ZarrDaskError
 from zarr_dask.spec import GroupMetadataV2, GroupMetadataV3
 from zarr_dask.spec.consolidated import ConsolidatedMetadata
-from zarr_dask.spec.paths import normalize_path
+from zarr_dask.spec.paths import key_prefix, normalize_path
 from zarr_dask.store import open_store
 
 ZarrFormat = Literal[2, 3]
@@ -277,6 +277,19 @@ def open(  # noqa: A001 - the zarr-python name
     return open_group(s, path=p, mode=mode, zarr_format=zarr_format, **kwargs)
 
 
+def _group_to_consolidate(s: Any, p: str, zarr_format: ZarrFormat | None) -> Group:
+    """The group at ``p``; a v3 group whose consolidated metadata does not parse (a bad entry) is opened
+    without it, since rebuilding that is what was asked."""
+    try:
+        return Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
+    except MetadataError:
+        key = key_prefix(p) + "zarr.json"
+        meta = None if zarr_format == 2 else group_without_consolidated(s.get_many([key]).get(key))
+        if meta is None:
+            raise
+        return Group(s, p, meta)
+
+
 def consolidate_metadata(
     store: Any,
     *,
@@ -289,7 +302,8 @@ def consolidate_metadata(
     opened with it. One walk of the hierarchy; the children's own documents are untouched. A dataset append
     that died between its commits (or is committing now) is completed first
     (:func:`~zarr_dask.core.lease.complete_interrupted`), so the listing never shows it half done. A store
-    that keeps no consolidated metadata (an Icechunk repository) is left as it is.
+    that keeps no consolidated metadata (an Icechunk repository) is left as it is. Consolidated metadata that
+    does not parse (a bad entry in a v3 group's ``zarr.json``) is rebuilt, as ``zarr-dask validate`` advises.
 
     Returns
     -------
@@ -305,7 +319,7 @@ def consolidate_metadata(
     """
     s = open_store(store, storage_options=dict(storage_options or {}))
     p = normalize_path(path)
-    group = Group.open(s, p, zarr_format=zarr_format, use_consolidated=False)
+    group = _group_to_consolidate(s, p, zarr_format)
     if not getattr(s, "supports_consolidated", True):  # Icechunk keeps none (as zarr-python: nothing written)
         return group
     members = discover(s, p, group.zarr_format, None)

@@ -211,7 +211,7 @@ class Array(SelectionMixin, Node):
         is merged, any other raises), then bring the consolidated metadata of the enclosing groups up to date.
         Under an append ``lease`` the commit is fenced (:func:`~zarr_dask.core.commit.commit_held`)."""
         if self._store.read_only:
-            raise ReadOnlyError("the array is read-only", store=self._store.url, path=self._path)
+            raise ReadOnlyError(f"the array is read-only; {self._store.read_only_advice}", store=self._store.url, path=self._path)
         held = (self._path, lease.token) if lease is not None else None
         written, _ = commit_held(self._store, held, self._path, self._metadata, metadata, what="change")
         self._metadata = written

@@ -373,6 +373,20 @@ def compare_consolidated(
     return out
 
 
+def group_without_consolidated(raw: bytes | None) -> GroupMetadataV3 | None:
+    """The metadata of a v3 group from its ``zarr.json`` bytes with the ``consolidated_metadata`` left out,
+    or None where there is none to leave out or the rest does not parse either: a group whose consolidated
+    metadata holds a bad entry is still a group, which ``consolidate_metadata`` can rebuild and ``validate``
+    can check."""
+    try:
+        doc = json.loads(raw) if raw is not None else None
+        if not isinstance(doc, dict) or doc.get("node_type") != "group" or doc.pop("consolidated_metadata", None) is None:
+            return None
+        return GroupMetadataV3.from_json(doc)
+    except ValueError:  # not JSON, or a MetadataError (a ValueError) of the group's own fields
+        return None
+
+
 def consolidated_holders(store: Store, found: Mapping[str, Any], docs: Mapping[str, bytes]) -> dict[str, ConsolidatedMetadata]:
     """Group path -> consolidated metadata, for every group in ``found`` that holds some (v2 ``.zmetadata``
     documents are taken from ``docs``)."""

@@ -143,7 +143,7 @@ class Group(Node):
         since may have refreshed it), and refresh this group's entry in its ancestors' consolidated metadata
         (one batched read, then the writes)."""
         if self._store.read_only:
-            raise ReadOnlyError("the group is read-only", store=self._store.url, path=self._path)
+            raise ReadOnlyError(f"the group is read-only; {self._store.read_only_advice}", store=self._store.url, path=self._path)
         if isinstance(self._metadata, nodes.ImplicitGroup):
             meta: Any = (GroupMetadataV3 if self.zarr_format == 3 else GroupMetadataV2)(attributes=attributes)
         else:

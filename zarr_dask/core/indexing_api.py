@@ -207,7 +207,7 @@ class SelectionMixin:
     def _writing(self, value: Any) -> Iterator[None]:
         """Around a write of ``value``: refused on a read-only array; errors name the store, node and value."""
         if self._store.read_only:
-            raise ReadOnlyError("cannot write: the array was opened read-only", store=self._store.url, path=self._path)
+            raise ReadOnlyError(f"cannot write: the array is read-only; {self._store.read_only_advice}", store=self._store.url, path=self._path)
         try:
             yield
         except ZarrDaskError as e:

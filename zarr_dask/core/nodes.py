@@ -275,11 +275,7 @@ def write_node(
     Returns the ancestors' documents as read before the write, with ``extra_keys`` (read in the same batch):
     what a caller needs to refresh consolidated metadata without another round trip."""
     if store.read_only:
-        raise ReadOnlyError(
-            "the store is read-only; open it with read_only=False (mode='a' or 'w') to create nodes",
-            store=store.url,
-            path=path,
-        )
+        raise ReadOnlyError(f"the store is read-only, cannot create a node; {store.read_only_advice}", store=store.url, path=path)
     zarr_format: ZarrFormat = metadata.zarr_format
     try:
         validate_node_path(path, zarr_format)  # the names every creation is checked against

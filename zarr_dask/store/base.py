@@ -334,14 +334,15 @@ class Store(ABC):
         except InvalidPathError as err:
             raise err.with_context(store=self.url) from None
 
+    @property
+    def read_only_advice(self) -> str:
+        """How to write where this store is read-only: the fix that errors about a write to it give."""
+        return "open it with read_only=False (mode='a' or 'w') to write"
+
     def _check_writable(self, action: str, key: str) -> None:
         """Raise ReadOnlyError if this store is read-only."""
         if self.read_only:
-            raise ReadOnlyError(
-                f"the store is read-only, cannot {action} {key!r}; "
-                "open it with read_only=False (mode='a') to write",
-                store=self.url,
-            )
+            raise ReadOnlyError(f"the store is read-only, cannot {action} {key!r}; {self.read_only_advice}", store=self.url)
 
     def _error(self, action: str, key: str, exc: BaseException) -> StoreError:
         """A StoreError naming this store, the key and the failure (raise it ``from exc``): a missing bucket,

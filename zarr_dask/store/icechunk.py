@@ -64,6 +64,16 @@ class IcechunkSessionStore(ZarrPythonStore):
         self.counters = RequestCounters(self.url)
         register_home(self._ident, session)
 
+    @property
+    def read_only_advice(self) -> str:
+        """A read-only session cannot be opened for writing: the fix is a writable session of the branch."""
+        if not self.session.read_only:
+            return super().read_only_advice
+        branch = self.session.branch if isinstance(self.session.branch, str) else "main"
+        return (f"it is a read-only Icechunk session (repo.readonly_session), which no mode makes writable: write "
+                f"through a writable session, session = repo.writable_session({branch!r}), then commit it "
+                "(session.commit(message))")  # fmt: skip
+
     def with_read_only(self, read_only: bool = True) -> IcechunkSessionStore:
         """The same session with ``read_only`` set (a read-only session is never made writable)."""
         return IcechunkSessionStore(self.session, read_only=read_only, ident=self._ident)

@@ -2,7 +2,10 @@
 ``GCSStore`` / ``AzureStore`` exactly, and why the others stay on fsspec (see :mod:`~zarr_dask.store.obstore_reads`).
 
 * **GCS** (gcsfs): anonymous access (``token="anon"``) on gcsfs's endpoint (``endpoint_url``, default the
-  public one) maps to unsigned requests there. gcsfs's other credentials (a token file or dict,
+  public one) maps to unsigned requests there. obstore reads GCS's XML API and gcsfs writes through its JSON
+  API: on a custom endpoint, until obstore has read a value there, a key it reports absent is asked of gcsfs,
+  and if gcsfs sees it the bucket is read through fsspec from then on, with a warning naming the
+  ``remote_transport`` knob (a node just written never reads as missing). gcsfs's other credentials (a token file or dict,
   ``google_default``, ``cloud``...) are google-auth objects whose refresh belongs to gcsfs; they, requester-pays,
   ``version_aware``, client certificates and session arguments stay on fsspec.
 * **Azure Blob** (adlfs): ``connection_string`` (``AccountName``, ``AccountKey`` or ``SharedAccessSignature``,
@@ -25,6 +28,8 @@ from zarr_dask.store.obstore_reads import RETRY, ObstoreReads
 
 __all__ = ["azure_reads", "gcs_reads", "parse_connection_string"]
 
+_GCS_ENDPOINT = "https://storage.googleapis.com"
+
 
 def _split(path: str) -> tuple[str, str]:
     bucket, _, key = path.partition("/")
@@ -40,7 +45,7 @@ def gcs_reads(fs: Any) -> ObstoreReads | str:
         return "requester_pays or version_aware is set"
     if getattr(fs, "session_kwargs", None) or getattr(fs, "_use_client_cert", False):
         return "session arguments or a client certificate are set"
-    endpoint = str(getattr(fs, "_location", "") or "https://storage.googleapis.com").rstrip("/")
+    endpoint = str(getattr(fs, "_location", "") or _GCS_ENDPOINT).rstrip("/")
 
     async def make(bucket: str) -> Any:
         from obstore.store import GCSStore
@@ -49,7 +54,23 @@ def gcs_reads(fs: Any) -> ObstoreReads | str:
         options = {"allow_http": endpoint.startswith("http:")}
         return GCSStore(bucket, config=config, client_options=options, retry_config=RETRY), None  # type: ignore[arg-type]
 
-    return ObstoreReads("gcs", make, _split)
+    # A custom endpoint (an emulator, a proxy) may serve the XML API obstore reads differently from the JSON
+    # API gcsfs writes through: until obstore has read a value there, a key it reports absent is asked of gcsfs.
+    verify = None if endpoint == _GCS_ENDPOINT else _sees(fs)
+    return ObstoreReads("gcs", make, _split, verify=verify, apis="obstore reads GCS's XML API, gcsfs its JSON API")
+
+
+def _sees(fs: Any) -> Any:
+    """``await sees(path)``: True if the filesystem ``fs`` holds an object (not a directory) at ``path``."""
+
+    async def sees(path: str) -> bool:
+        try:
+            info = await fs._info(path)
+        except FileNotFoundError:
+            return False
+        return bool(info.get("type") == "file")
+
+    return sees
 
 
 def parse_connection_string(text: str) -> dict[str, str]:

@@ -70,6 +70,9 @@ _FIRST_USE_PID: int | None = None
 #: within 30 s, as the direct S3 puts do, before the read goes to fsspec (and its error to the user).
 RETRY: Any = {"max_retries": 4, "retry_timeout": timedelta(seconds=30)}
 _FORKED = "a process forked after obstore was used (its runtime does not survive a fork)"
+#: ``(kind, bucket)`` whose reads a filesystem of this process moved to fsspec (warned once per process)
+_SWITCHED: set[tuple[str, str]] = set()
+_SWITCHED_LOCK = threading.Lock()
 
 
 class ObstoreReads:
@@ -79,12 +82,19 @@ class ObstoreReads:
     builds ``(obstore store, credentials to refresh or None)``, one per HTTP origin or S3 bucket, kept. Used on
     fsspec's event loop only."""
 
-    def __init__(self, kind: str, make: Any, split: Any, suffix_ranges: bool = True) -> None:
+    def __init__(
+        self, kind: str, make: Any, split: Any, suffix_ranges: bool = True, verify: Any = None, apis: str = ""
+    ) -> None:
         self.kind = kind
         #: False: the service has no ``bytes=-n`` ranges (Azure): such reads are left to fsspec
         self.suffix_ranges = suffix_ranges
         self._make = make
         self._split = split
+        #: ``await verify(path)``: does the write transport (the filesystem) see ``path``? Asked when obstore
+        #: reports a key absent on a store not yet seen to serve anything (see :meth:`_absent`); None: never.
+        self._verify = verify
+        self._apis = apis  # what each transport speaks, for the warning
+        self._seen: set[str] = set()  # stores obstore has read a value from: their "absent" is trusted
         self._stores: dict[str, Any] = {}
         self._off: dict[str, Exception] = {}  # stores whose reads failed in obstore: fsspec sends them
 
@@ -123,14 +133,43 @@ class ObstoreReads:
                 options["range"] = {"offset": start}
             result = await obstore.get_async(store, key, options=options or None)  # type: ignore[arg-type]
             body = await result.bytes_async()
+            self._seen.add(name)
             return body if raw else bytes(body)
         except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
-            return None
+            return None if self._verify is None or name in self._seen else await self._absent(name, path)
         except Exception as exc:  # noqa: BLE001 - returned for the store to send through fsspec, as on_error="return" does
             if not _range_error(exc):  # obstore retried what is transient: what is left would fail again
                 log.debug("obstore reads of %s off after %s: %s", name, type(exc).__name__, exc)
                 self._off[name] = exc
             return exc
+
+    async def _absent(self, name: str, path: str) -> Exception | None:
+        """obstore reads ``path`` as absent on a store it has served nothing from yet: None (absent) unless the
+        write transport sees it. Then obstore cannot see what the filesystem writes (fake-gcs-server without
+        ``-public-host`` answers every XML API read with 404): the store's reads go through fsspec from now on,
+        with one warning naming the knob, and this read is returned as failed, for fsspec to send."""
+        try:
+            seen = await self._verify(path)
+        except Exception as exc:  # noqa: BLE001 - no answer: obstore's "absent" stands, as without the check
+            log.debug("could not check %s through the write transport: %s: %s", path, type(exc).__name__, exc)
+            return None
+        if not seen:
+            return None
+        if name not in self._off:
+            self._off[name] = UnsupportedFeatureError(f"obstore reads {path!r} as missing, the filesystem does not")
+            with _SWITCHED_LOCK:  # not _LOCK: its holder may be waiting for this loop (obstore_reads -> _make)
+                first = (self.kind, name) not in _SWITCHED
+                _SWITCHED.add((self.kind, name))
+            knob = config.KNOBS["remote_transport"]
+            (log.warning if first else log.debug)(
+                "%s reads through obstore do not see %r, which the filesystem that writes (fsspec) sees%s: the "
+                "endpoint serves the two differently (fake-gcs-server started without -public-host does so). Reads "
+                "of %r go through fsspec from now on. Set the remote_transport knob to 'fsspec' (%s=fsspec, or "
+                "dask.config.set({%r: 'fsspec'})) to read through fsspec from the start, without this check "
+                "(docs/tuning.md)",
+                self.kind.upper(), path, f" ({self._apis})" if self._apis else "", name, knob.env, knob.key,
+            )  # fmt: skip
+        return self._off[name]
 
 
 def _range_error(exc: Exception) -> bool:

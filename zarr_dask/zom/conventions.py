@@ -3,18 +3,28 @@
 :func:`xarray` checks what xarray's Zarr backend needs: every group is a dataset (its arrays are the
 variables) and nested groups form a DataTree.  Each problem says where it is, what xarray would do, and how to
 fix it.  :func:`require` turns problems into one error.
+
+A checker reports what it was asked to find rather than failing on it: given the ZEP 6 JSON of a hierarchy
+(a dict or JSON text) or a stored hierarchy (a URL, a path, a Store) instead of a spec, a node whose document
+is invalid (``dimension_names`` of the wrong length, a bad fill value, chunk grid or data type...) is one
+problem of that node, and the other nodes are checked as usual.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import struct
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from zarr_dask.errors import MetadataError
+from zarr_dask.errors import MetadataError, ZarrDaskError
+from zarr_dask.spec.paths import validate_node_name
+from zarr_dask.store import Store
+from zarr_dask.zom.array import document, is_array_document
 from zarr_dask.zom.model import ArraySpec, GroupSpec, Node
+from zarr_dask.zom.stored import stored_json
 
 __all__ = ["Problem", "ProblemKind", "require", "xarray"]
 
@@ -27,6 +37,7 @@ ProblemKind = Literal[
     "tree_alignment",
     "fill_value_encoding",
     "ignored_attribute",
+    "invalid_metadata",
 ]
 
 
@@ -133,7 +144,88 @@ def _group_problems(path: str, group: GroupSpec, inherited: dict[str, tuple[int,
     return problems
 
 
-def xarray(spec: Node) -> list[Problem]:
+def _v3_dimension_count(path: str, doc: Mapping[str, Any]) -> Problem | None:
+    """The ``dimension_count`` problem of a v3 array document whose ``dimension_names`` does not match its
+    shape (a document the spec layer refuses), else None."""
+    names, shape = doc.get("dimension_names"), doc.get("shape")
+    if doc.get("zarr_format") != 3 or not isinstance(names, list) or not isinstance(shape, list) or len(names) == len(shape):
+        return None
+    return Problem(path=path, kind="dimension_count", message=(
+        f"dimension_names {names!r} names {len(names)} dimension(s) but the array has {len(shape)} (shape "
+        f"{shape}): the document is invalid and neither xarray nor Zarr readers open the array; give exactly one "
+        f"name per dimension, e.g. dimension_names={_suggest(len(shape))!r}"))  # fmt: skip
+
+
+def _invalid(path: str, error: ZarrDaskError) -> Problem:
+    what = error.problem.removeprefix("node '/': ")  # the path is the problem's own
+    return Problem(path=path, kind="invalid_metadata", message=(
+        f"the node's metadata is invalid, so xarray (and every Zarr reader) fails to open it: {what}"))  # fmt: skip
+
+
+def _lenient_array(path: str, doc: dict[str, Any]) -> tuple[Node | None, list[Problem]]:
+    count = _v3_dimension_count(path, doc)
+    try:
+        if count is None:
+            return ArraySpec.from_json(doc), []
+        ArraySpec.from_json({k: v for k, v in doc.items() if k != "dimension_names"})
+        return None, [count]  # the names are unusable: the node's other checks would only repeat it
+    except ZarrDaskError as e:
+        return None, ([count] if count else []) + [_invalid(path, e)]
+
+
+def _lenient(path: str, obj: Any) -> tuple[Node | None, list[Problem]]:
+    """The spec of the ZEP 6 JSON ``obj`` without its invalid nodes, and one problem per invalid node."""
+    try:
+        doc = document(obj, "a node's ZEP 6 JSON")
+    except ZarrDaskError as e:
+        return None, [_invalid(path, e)]
+    if is_array_document(doc):
+        return _lenient_array(path, doc)
+    members, problems = doc.get("members"), []
+    kids: dict[str, Node] | None = None
+    if isinstance(members, Mapping):
+        kids = {}
+        for name, member in members.items():
+            node, found = _lenient(_path(path, str(name)), member)
+            problems += found
+            if node is not None:
+                kids[str(name)] = node
+    try:
+        group = GroupSpec.from_json({**doc, "members": None if kids is None else {}})
+    except ZarrDaskError as e:
+        return None, [_invalid(path, e), *problems]
+    if kids is None:
+        return group, problems
+    good: dict[str, Node] = {}
+    for name, node in kids.items():
+        try:
+            validate_node_name(name, group.zarr_format)
+            if node.zarr_format != group.zarr_format:
+                raise MetadataError(f"a Zarr v{node.zarr_format} node inside a Zarr v{group.zarr_format} group; "
+                                    "convert it (zarr-dask convert) or change the group's zarr_format")  # fmt: skip
+        except ZarrDaskError as e:
+            problems.append(_invalid(_path(path, name), e))
+            continue
+        good[name] = node
+    return replace(group, members=good), problems
+
+
+def _checked(spec: Any) -> tuple[Node | None, list[Problem]]:
+    if isinstance(spec, ArraySpec | GroupSpec):
+        return spec, []
+    if isinstance(spec, Mapping | bytes | bytearray) or (isinstance(spec, str) and spec.lstrip()[:1] in ("{", "[")):
+        return _lenient("/", spec)
+    if isinstance(spec, str | os.PathLike | Store):  # a stored hierarchy, document by document
+        doc, hidden = stored_json(spec)
+        node, problems = _lenient("/", doc)
+        return node, [Problem(path=p, kind="invalid_metadata", message=why) for p, why in hidden] + problems
+    raise MetadataError(
+        f"xarray() checks an ArraySpec, a GroupSpec, ZEP 6 JSON (a dict or JSON text) or a stored hierarchy (a URL, "
+        f"a path or a Store), got {type(spec).__name__}"
+    )
+
+
+def xarray(spec: Node | Mapping[str, Any] | str | bytes | os.PathLike[str] | Store) -> list[Problem]:
     """Check a hierarchy against xarray's Zarr encoding (every group a dataset, nested groups a DataTree).
 
     Flags: arrays without dimension names (``_ARRAY_DIMENSIONS`` in v2, ``dimension_names`` in v3), names that
@@ -145,7 +237,11 @@ def xarray(spec: Node) -> list[Problem]:
     Parameters
     ----------
     spec
-        A :class:`GroupSpec` (or a single :class:`ArraySpec`).
+        A :class:`GroupSpec` (or a single :class:`ArraySpec`), the ZEP 6 JSON of one (a dict or JSON text), or
+        a stored hierarchy (a URL, a local path or a :class:`~zarr_dask.store.Store`: its documents as stored).
+        From JSON or a store, every node whose document is invalid is a problem of that node
+        (``dimension_count`` for v3 ``dimension_names`` of the wrong length, ``invalid_metadata`` otherwise:
+        a bad fill value, data type, chunk grid, a node inside an array...) and the others are checked.
 
     Returns
     -------
@@ -161,16 +257,19 @@ def xarray(spec: Node) -> list[Problem]:
     >>> for p in xarray(tree):
     ...     print(p.kind, p.path)
     dimension_size_conflict /mask
+    >>> doc = tree.to_json()
+    >>> doc["members"]["temp"]["dimension_names"] = ["y"]
+    >>> [(p.kind, p.path) for p in xarray(doc)]
+    [('dimension_count', '/temp')]
     """
-    if isinstance(spec, ArraySpec):
-        spec = GroupSpec(zarr_format=spec.zarr_format, members={"array": spec})
-        return [Problem(path="/", kind=p.kind, message=p.message) for p in _group_problems("/", spec, {})]
-    if not isinstance(spec, GroupSpec):
-        raise MetadataError(f"xarray() checks an ArraySpec or a GroupSpec, got {type(spec).__name__}")
-    return _group_problems("/", spec, {})
+    node, problems = _checked(spec)
+    if isinstance(node, ArraySpec):
+        group = GroupSpec(zarr_format=node.zarr_format, members={"array": node})
+        return problems + [Problem(path="/", kind=p.kind, message=p.message) for p in _group_problems("/", group, {})]
+    return problems + (_group_problems("/", node, {}) if node is not None else [])
 
 
-def require(spec: Node, *conventions: Callable[[Node], Iterable[Problem]]) -> None:
+def require(spec: Any, *conventions: Callable[[Any], Iterable[Problem]]) -> None:
     """Raise one :class:`~zarr_dask.errors.MetadataError` listing every problem the conventions find.
 
     Examples

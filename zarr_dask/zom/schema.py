@@ -4,7 +4,7 @@ They follow the schemas printed in ZEP 6 with its slips fixed and with what real
 ``zarr_format`` (not ``zarr_version``) and ``attributes`` (not ``attributess``); ``filters`` and
 ``compressor`` may be ``null``; v3 codecs may be short-hand strings and ``configuration`` is optional (zarr-python
 writes ``{"name": "crc32c"}``); extension objects may carry ``must_understand``; ``dimension_names`` items may
-be ``null``; ``storage_transformers`` is a list; member names follow the node-name rules; ``members`` may be
+be ``null``; ``storage_transformers`` is a list, or ``null`` as in ZEP 6's own v3 example (read as none); member names follow the node-name rules; ``members`` may be
 ``null`` (unknown); and ``implicit`` marks an implicit group.  Every JSON that :meth:`GroupSpec.to_json`
 writes validates, and so does pydantic-zarr 0.10's ``model_dump(mode="json")``.
 """
@@ -67,7 +67,7 @@ def _v3_defs() -> dict[str, Any]:
             "chunk_key_encoding": _EXTENSION,
             "fill_value": {},
             "codecs": {"type": "array", "minItems": 1, "items": _EXTENSION},
-            "storage_transformers": {"type": "array", "items": _EXTENSION},
+            "storage_transformers": {"anyOf": [{"type": "array", "items": _EXTENSION}, {"type": "null"}]},
             "dimension_names": {"anyOf": [{"type": "array", "items": {"type": ["string", "null"]}}, {"type": "null"}]},
         },
         "required": ["zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",

@@ -296,7 +296,7 @@ def write_spec(
     s = open_for(store, storage_options)
     root = root_path(path, s)
     if s.read_only:
-        raise ReadOnlyError("the store is read-only; open it writable to create nodes", store=s.url, path=root)
+        raise ReadOnlyError(f"the store is read-only, cannot create nodes; {s.read_only_advice}", store=s.url, path=root)
     if not isinstance(spec, ArraySpec | GroupSpec):
         raise MetadataError(f"to_store writes an ArraySpec or a GroupSpec, got {type(spec).__name__}")
     if consolidated and isinstance(spec, ArraySpec):
