@@ -30,8 +30,8 @@ import numpy as np
 from zarr_dask.errors import DataTypeError, FillValueError
 from zarr_dask.spec import fill_values as fv
 
-__all__ = ["ML_NAMES", "bits_dtype", "is_ml", "low_bits", "ml_dtype", "ml_name", "require_ml_dtypes",
-           "sub_byte"]
+__all__ = ["ML_NAMES", "bits_dtype", "cast_values", "complex_name", "is_ml", "low_bits", "ml_dtype", "ml_name",
+           "require_ml_dtypes", "sub_byte"]
 
 Array = np.ndarray[Any, Any]
 
@@ -62,6 +62,8 @@ _BITS: dict[str, int] = {"float4_e2m1fn": 4, "float6_e2m3fn": 6, "float6_e3m2fn"
 _INTS = ("int2", "int4", "uint2", "uint4")
 _COMPLEX: dict[str, str] = {f"complex_{name}": name for name in _FLOATS if name != "float8_e4m3fn"}
 _COMPLEX["complex_float16"] = "float16"
+#: the ``ml_dtypes`` complex types -> the registered data type of the same layout (real, then imaginary part)
+_ML_COMPLEX: dict[str, str] = {"bcomplex32": "complex_bfloat16", "complex32": "complex_float16"}
 #: every data type name this module handles
 ML_NAMES = frozenset([*_FLOATS, *_INTS, *_COMPLEX])
 
@@ -115,6 +117,14 @@ def ml_name(dtype: np.dtype[Any]) -> str | None:
     return _scalar_name(dtype)
 
 
+def complex_name(dtype: np.dtype[Any]) -> str | None:
+    """The data type name of an ``ml_dtypes`` complex dtype (``bcomplex32``: ``complex_bfloat16``,
+    ``complex32``: ``complex_float16``, whose in-memory dtype is the record of the same bytes), else None."""
+    if dtype.fields is None and dtype.type.__module__ == "ml_dtypes":
+        return _ML_COMPLEX.get(dtype.name)
+    return None
+
+
 def is_ml(dtype: np.dtype[Any]) -> bool:
     """True for an ``ml_dtypes`` scalar dtype, or a record holding one."""
     if dtype.fields is not None:
@@ -160,6 +170,59 @@ def low_bits(arr: Array) -> Array:
         return arr
     raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8) & np.uint8((1 << width) - 1)
     return raw.view(arr.dtype).reshape(arr.shape)
+
+
+# --- values -------------------------------------------------------------------------------------------
+
+
+def _complex_part(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
+    """The component type of a complex record ``[("real", T), ("imag", T)]`` of floats, else None."""
+    fields = dtype.fields
+    if fields is None or dtype.names != ("real", "imag") or fields["real"][0] != fields["imag"][0]:
+        return None
+    part: np.dtype[Any] = fields["real"][0]
+    return part if part.kind == "f" or _scalar_name(part) in _FLOATS else None
+
+
+def _record_spelling(value: Any) -> bool:
+    """True for NumPy's spelling of records: a tuple of real numbers, or lists of them."""
+    while isinstance(value, list) and value:
+        value = value[0]
+    return isinstance(value, tuple) and not any(isinstance(v, complex | np.complexfloating) for v in value)
+
+
+def cast_values(value: Any, dtype: np.dtype[Any]) -> Array:
+    """``value`` as an array of ``dtype``: ``np.asarray(value, dtype=dtype)``, except into a complex record
+    ``[("real", T), ("imag", T)]`` (the ``complex_*`` ML types), where NumPy copies a complex number's real part
+    into both fields (and a real number into both): there the real and imaginary parts go to their own fields,
+    a real number has imaginary part 0, and an ``ml_dtypes`` ``bcomplex32`` / ``complex32`` array of the same
+    layout is taken bit for bit. Records and tuples (NumPy's record spelling) are cast as NumPy casts them.
+
+    Every write path casts its values here (the Array setters, dask and xarray writes, conversions).
+
+    Examples
+    --------
+    >>> cast_values(np.array([1 + 2j, 3 - 4j]), ml_dtype("complex_float16")).tolist()
+    [(1.0, 2.0), (3.0, -4.0)]
+    >>> cast_values(5, ml_dtype("complex_float16")).tolist()
+    (5.0, 0.0)
+    """
+    part = _complex_part(dtype)
+    if part is None or (not isinstance(value, np.ndarray | np.generic) and _record_spelling(value)):
+        return np.asarray(value, dtype=dtype)
+    arr = np.asarray(value)
+    name = complex_name(arr.dtype)
+    if arr.dtype == dtype or (name is None and arr.dtype.kind not in "biufc" and _scalar_name(arr.dtype) is None):
+        return np.asarray(arr, dtype=dtype)  # records field by field, and what NumPy refuses stays refused
+    if name is not None and ml_dtype(name) == dtype:
+        return arr.view(dtype)  # the same bytes: bit exact
+    if name is not None:
+        arr = arr.astype(np.complex128)  # exact: the components are float16 / bfloat16
+    out = np.empty(arr.shape, dtype=dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out["real"] = arr.real if arr.dtype.kind == "c" else arr
+        out["imag"] = arr.imag if arr.dtype.kind == "c" else 0
+    return out
 
 
 # --- fill values --------------------------------------------------------------------------------------
@@ -289,11 +352,13 @@ def cast_fill_value(ctx: fv.FillContext, value: Any) -> Array:
     """A user value (number, JSON string, complex or pair for complex_*, 0-d array of the type) -> 0-d array."""
     if value is None:
         return default_fill_value(ctx)
+    part = _component(ctx)
+    if part is not None and isinstance(value, np.ndarray | np.generic) and complex_name(np.asarray(value).dtype):
+        value = cast_values(value, ctx.dtype)
     if isinstance(value, np.ndarray | np.generic) and np.ndim(value) == 0 and np.asarray(value).dtype == ctx.dtype:
         return np.array(value, dtype=ctx.dtype).reshape(())
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
-    part = _component(ctx)
     if part is not None and isinstance(value, complex | np.complexfloating):
         value = [float(value.real), float(value.imag)]
     elif part is not None and not isinstance(value, list | tuple):
