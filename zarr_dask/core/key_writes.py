@@ -26,7 +26,6 @@ import numpy as np
 
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.errors import UnprotectedWriteWarning, WriteConflictError
-from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.store.base import Buffer, Parts
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
@@ -46,26 +45,33 @@ _WARNED_LOCK = threading.Lock()
 
 
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
-    """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
+    """True when every element of ``chunk`` has the bits of the fill value (as the sharded path compares): -0.0
+    is not a fill value of 0.0, nor a NaN of another payload one of NaN; strings and objects compare by value.
 
     Real data almost always differs at the first element, so that is checked before anything that would
     scan (or copy) the whole chunk.
     """
     if chunk.size == 0:
         return True
-    if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
-        chunk, fill = chunk.view("i8"), fill.view("i8")
-    elif is_ml(chunk.dtype):  # ml_dtypes types (and records of them): compare bit patterns
-        chunk, fill = chunk.view(bits_dtype(chunk.dtype)), fill.view(bits_dtype(fill.dtype))
-    fv = fill[()]
-    first = chunk[(0,) * chunk.ndim]
-    if chunk.dtype.kind in "fc" and np.isnan(fv):
-        return bool(np.isnan(first)) and bool(np.isnan(chunk).all())
     if chunk.dtype.kind == "O":
+        fv = fill[()]
         return all(x == fv for x in chunk.flat)
-    if not bool(first == fv):
+    if chunk.dtype.kind in "SU":
+        return bool(chunk[(0,) * chunk.ndim] == fill[()]) and bool((chunk == fill).all())
+    words, fill_words = _words(chunk), _words(np.asarray(fill, dtype=chunk.dtype).reshape(()))
+    if not bool((words[(0,) * chunk.ndim] == fill_words).all()):
         return False
-    return bool((chunk == fill).all())
+    return bool((words == fill_words).all())
+
+
+def _words(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The bit patterns of ``arr`` as unsigned integers: the same shape for items of 1, 2, 4 or 8 bytes (a view,
+    whatever the strides), else one more axis of the words of each item."""
+    size = arr.dtype.itemsize
+    if size in (1, 2, 4, 8):
+        return arr.view(f"u{size}")
+    word = next(w for w in (8, 4, 2, 1) if size % w == 0)
+    return np.ascontiguousarray(arr).reshape((*arr.shape, 1)).view(f"u{word}")
 
 
 def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
