@@ -14,20 +14,25 @@ type's byte width) where the type has that value, and a clear error where it has
 - ``float8_e4m3fn`` is **not registered**, but tensorstore writes it: zarr_dask reads and writes it by that
   name (NaN ``0x7f``), so data written by tensorstore round-trips.
 - ``float8_e8m0fnu`` has no zero. tensorstore 0.1.86 writes its default fill (bits ``0x00``, 2**-127) as
-  ``0.0`` and maps other numbers with the wrong exponent bias, but reads ``"0x.."`` exactly; so zarr_dask
-  reads the number ``0`` as bits ``0x00`` (the value tensorstore means, and the nearest one) rather than
-  NaN, and writes every non-NaN e8m0fnu fill value as hex, which both implementations read bit exact.
+  ``0.0`` and maps other numbers with another exponent bias (bits ``b`` as ``2**(b - 63)``, negative from
+  ``0x80``), but reads ``"0x.."`` exactly; so zarr_dask reads the number ``0`` as bits ``0x00`` (the value
+  tensorstore means, and the nearest one) rather than NaN, reads other numbers as the registry says (their
+  value) with a :class:`~zarr_dask.errors.FillValueWarning` naming the bits tensorstore means (negative
+  numbers: a FillValueError naming them), and writes every non-NaN e8m0fnu fill value as hex, which both
+  implementations read bit exact.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from zarr_dask.errors import DataTypeError, FillValueError
+from zarr_dask.errors import DataTypeError, FillValueError, FillValueWarning
 from zarr_dask.spec import fill_values as fv
 
 __all__ = ["ML_NAMES", "bits_dtype", "cast_values", "complex_name", "is_ml", "low_bits", "ml_dtype", "ml_name",
@@ -245,9 +250,47 @@ def _as_float(arr: Array) -> float:
         return float(arr.astype(np.float64))
 
 
-def _float_from_number(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, number: float) -> Array:
-    if dtype.name == "float8_e8m0fnu" and number == 0:
+def _tensorstore_e8m0(number: float) -> int | None:
+    """The e8m0fnu bits tensorstore 0.1.86 means by a JSON number: it writes bits ``b`` as ``2**(b - 63)``, negative
+    from ``b = 0x80`` on (another exponent bias, and bit 7 taken for a sign); None where no bits give ``number``."""
+    mantissa, exponent = math.frexp(abs(number)) if math.isfinite(number) else (0.0, 0)
+    bits = exponent - 1 + 63
+    if mantissa != 0.5 or (number < 0) != (bits >= 0x80) or not 0 < bits < 0xFF:
+        return None
+    return bits
+
+
+def _e8m0_number(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, number: float, warn: bool) -> Array | None:
+    """float8_e8m0fnu: 0 is bits 0x00 (it has no zero; tensorstore writes its default fill so), and a number that
+    tensorstore reads as other bits warns (the registry's reading stands) or, negative, is refused naming them."""
+    if number == 0:
         return _from_bits(dtype, 0)  # no zero: tensorstore's 0.0 means bits 0x00 (2**-127), see the module doc
+    theirs = _tensorstore_e8m0(number)
+    if theirs is None or not math.isfinite(number):
+        return None
+    if number < 0 and warn:  # no sign: only tensorstore writes these
+        raise _error(ctx, obj, f"a number within the range of {dtype.name} (it has no sign; tensorstore 0.1.86 "
+                               f"writes the bits 0x{theirs:02x} so: if it wrote this array, set the fill value to "
+                               f"'0x{theirs:02x}', which every implementation reads alike)")  # fmt: skip
+    if number < 0 or not warn:  # a user's number (not read from a document): the range check below, no warning
+        return None
+    ours = _bits(np.array(number).astype(dtype))
+    warnings.warn(
+        f"fill_value {obj!r} of data type {ctx.label}: read as the registry says, the number's value (bits "
+        f"0x{ours:02x}); tensorstore 0.1.86 writes and reads e8m0fnu numbers with another exponent bias and means bits "
+        f"0x{theirs:02x}. If tensorstore wrote this array, set the fill value to '0x{theirs:02x}' (hex is read "
+        "alike by every implementation; zarr_dask writes e8m0fnu fill values as hex)",
+        FillValueWarning,
+        stacklevel=2,
+    )
+    return None
+
+
+def _float_from_number(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, number: float, warn: bool) -> Array:
+    if dtype.name == "float8_e8m0fnu":
+        zero = _e8m0_number(ctx, dtype, obj, number, warn)
+        if zero is not None:
+            return zero
     with np.errstate(invalid="ignore", over="ignore"):
         out = np.array(number).astype(dtype)
     largest = float(require_ml_dtypes(dtype.name).finfo(dtype).max)
@@ -256,10 +299,10 @@ def _float_from_number(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, numb
     return out
 
 
-def _parse_float(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any) -> Array:
+def _parse_float(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, warn: bool) -> Array:
     info = _FLOATS[dtype.name]
     if isinstance(obj, int | float | np.integer | np.floating) and not isinstance(obj, bool | np.bool_):
-        return _float_from_number(ctx, dtype, obj, float(obj))
+        return _float_from_number(ctx, dtype, obj, float(obj), warn)
     if obj == "NaN" and info.nan is not None:
         return _from_bits(dtype, info.nan)
     if obj in ("Infinity", "-Infinity") and info.inf:
@@ -300,9 +343,9 @@ def _parse_int(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any) -> Array:
     raise _error(ctx, obj, f"an integer in [{info.min}, {info.max}]")
 
 
-def _parse_part(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any) -> Array:
+def _parse_part(ctx: fv.FillContext, dtype: np.dtype[Any], obj: Any, warn: bool) -> Array:
     if dtype.name in _FLOATS:
-        return _parse_float(ctx, dtype, obj)
+        return _parse_float(ctx, dtype, obj, warn)
     if dtype.name in _INTS:
         return _parse_int(ctx, dtype, obj)
     out = fv.parse_fill_value(fv.FillContext(dtype=dtype, zarr_format=3, label=ctx.label), obj)  # float16
@@ -328,14 +371,15 @@ def default_fill_value(ctx: fv.FillContext) -> Array:
     return np.zeros((), dtype=ctx.dtype)
 
 
-def parse_fill_value(ctx: fv.FillContext, obj: Any) -> Array:
-    """JSON fill value -> 0-d array of ``ctx.dtype`` (bit exact)."""
+def parse_fill_value(ctx: fv.FillContext, obj: Any, *, warn: bool = True) -> Array:
+    """JSON fill value -> 0-d array of ``ctx.dtype`` (bit exact); ``warn``: a :class:`~zarr_dask.errors.FillValueWarning`
+    where another implementation reads ``obj`` differently (a document's value; not a user's number to write)."""
     part = _component(ctx)
     if part is None:
-        return _parse_part(ctx, ctx.dtype, obj)
+        return _parse_part(ctx, ctx.dtype, obj, warn)
     if not (isinstance(obj, list | tuple) and len(obj) == 2):
         raise _error(ctx, obj, "a [real, imaginary] pair")
-    real, imag = (_parse_part(ctx, part, item) for item in obj)
+    real, imag = (_parse_part(ctx, part, item, warn) for item in obj)
     return np.frombuffer(real.tobytes() + imag.tobytes(), dtype=ctx.dtype).reshape(()).copy()
 
 
@@ -365,4 +409,4 @@ def cast_fill_value(ctx: fv.FillContext, value: Any) -> Array:
         value = [value, 0]
     if part is None and isinstance(value, np.generic) and _scalar_name(value.dtype) is not None:
         value = float(value) if value.dtype.name in _FLOATS else int(value)
-    return parse_fill_value(ctx, value)
+    return parse_fill_value(ctx, value, warn=False)
