@@ -123,3 +123,21 @@ def test_xarray_writes(tmp_path):
         arr = zarr_dask.open_array(tmp_path / "a.zarr", path=var)
         assert arr.metadata.data_type.name == name and parts(arr[...]) == expected(VALUES)
     assert parts(xr.open_dataset(tmp_path / "a.zarr", engine="zarr_dask")["w"].values) == expected(VALUES)
+
+
+@pytest.mark.parametrize("name", ["complex_float16", "complex_bfloat16", "complex_float8_e4m3", "complex_float4_e2m1fn"])
+def test_what_we_read_writes_back_as_the_same_type(tmp_path, name):
+    """from_zarr -> to_zarr and open_dataset -> to_zarr_dataset keep the complex type (the record a complex_*
+    array reads as is that type again, not a struct, nor refused for its ml_dtypes fields)."""
+    xr = pytest.importorskip("xarray")
+    arr = zarr_dask.create_array(tmp_path / "g.zarr", name="v", shape=(4,), chunks=(2,), dtype=name,
+                                 dimension_names=["x"])  # fmt: skip
+    arr[...] = VALUES
+    zarr_dask.to_zarr(zarr_dask.from_zarr(tmp_path / "g.zarr", component="v"), tmp_path / "d.zarr")
+    ds = xr.open_dataset(tmp_path / "g.zarr", engine="zarr_dask", consolidated=False)
+    zarr_dask.to_zarr_dataset(ds, tmp_path / "x.zarr")
+    for url, path in ((tmp_path / "d.zarr", ""), (tmp_path / "x.zarr", "v")):
+        back = zarr_dask.open_array(url, path=path)
+        assert back.metadata.data_type.name == name and parts(back[...]) == expected(VALUES)
+    struct = zarr_dask.create_array(tmp_path / "s.zarr", shape=(1,), dtype=[("real", "f4"), ("imag", "f4")])
+    assert struct.metadata.data_type.name == "struct"  # float32 parts: a struct (complex64 is NumPy's c8)

@@ -36,7 +36,7 @@ from zarr_dask.errors import DataTypeError, FillValueError, FillValueWarning
 from zarr_dask.spec import fill_values as fv
 
 __all__ = ["ML_NAMES", "bits_dtype", "cast_values", "complex_name", "is_ml", "low_bits", "ml_dtype", "ml_name",
-           "require_ml_dtypes", "sub_byte"]
+           "record_name", "require_ml_dtypes", "sub_byte"]
 
 Array = np.ndarray[Any, Any]
 
@@ -128,6 +128,22 @@ def complex_name(dtype: np.dtype[Any]) -> str | None:
     if dtype.fields is None and dtype.type.__module__ == "ml_dtypes":
         return _ML_COMPLEX.get(dtype.name)
     return None
+
+
+def record_name(dtype: np.dtype[Any]) -> str | None:
+    """The complex ML type whose in-memory record ``dtype`` is (``[("real", T), ("imag", T)]``, T float16 or an ML
+    float: what zarr_dask reads such an array as, so writing it back keeps its type), else None.
+
+    Examples
+    --------
+    >>> record_name(ml_dtype("complex_float16")), record_name(np.dtype([("real", "f4"), ("imag", "f4")]))
+    ('complex_float16', None)
+    """
+    part = _complex_part(dtype)
+    if part is None:
+        return None
+    name = "complex_" + ("float16" if part == np.dtype("f2") else part.name)
+    return name if name in _COMPLEX and ml_dtype(name) == dtype else None
 
 
 def is_ml(dtype: np.dtype[Any]) -> bool:
