@@ -141,3 +141,14 @@ def test_what_we_read_writes_back_as_the_same_type(tmp_path, name):
         assert back.metadata.data_type.name == name and parts(back[...]) == expected(VALUES)
     struct = zarr_dask.create_array(tmp_path / "s.zarr", shape=(1,), dtype=[("real", "f4"), ("imag", "f4")])
     assert struct.metadata.data_type.name == "struct"  # float32 parts: a struct (complex64 is NumPy's c8)
+
+
+@pytest.mark.parametrize("name", ["complex_float16", "complex_bfloat16", "complex_float8_e4m3"])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_xarray_encoding_names_the_complex_type(tmp_path, name, lazy):
+    xr = pytest.importorskip("xarray")
+    da = pytest.importorskip("dask.array")
+    ds = xr.Dataset({"v": ("x", da.from_array(VALUES, chunks=3) if lazy else VALUES)})
+    zarr_dask.to_zarr_dataset(ds, tmp_path / "a.zarr", encoding={"v": {"dtype": name}})
+    arr = zarr_dask.open_array(tmp_path / "a.zarr", path="v")
+    assert arr.metadata.data_type.name == name and parts(arr[...]) == expected(VALUES)
