@@ -22,6 +22,8 @@ CASES = [
     ("f8", "NaN", np.array(0xFFF8000000000000, np.uint64).view("f8")[()]),  # -NaN
     ("f4", "0x7fc00001", NAN_F4),
     ("c16", [0.0, 0.0], complex(0.0, -0.0)),
+    ("c16", [1.0, -0.0], complex(1.0, 0.0)),  # a fill value of unequal words
+    ([("a", "<f4"), ("b", "<u1")], {"a": 0.0, "b": 0}, np.array((-0.0, 0), [("a", "<f4"), ("b", "<u1")])[()]),
     ("c8", [0.0, 0.0], np.complex64(complex(-0.0, 0.0))),
     ("bfloat16", 0.0, np.array(0x8000, np.uint16).view(ml_dtypes.bfloat16)[()]),
     ("bfloat16", "NaN", np.array(0x7FC1, np.uint16).view(ml_dtypes.bfloat16)[()]),

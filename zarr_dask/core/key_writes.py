@@ -58,20 +58,20 @@ def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
         return all(x == fv for x in chunk.flat)
     if chunk.dtype.kind in "SU":
         return bool(chunk[(0,) * chunk.ndim] == fill[()]) and bool((chunk == fill).all())
-    words, fill_words = _words(chunk), _words(np.asarray(fill, dtype=chunk.dtype).reshape(()))
-    if not bool((words[(0,) * chunk.ndim] == fill_words).all()):
+    fill = np.asarray(fill, dtype=chunk.dtype).reshape(())
+    size = chunk.dtype.itemsize
+    if size in (1, 2, 4, 8):  # one unsigned integer per item: a view, whatever the strides
+        words, word = chunk.view(f"u{size}"), fill.view(f"u{size}")[()]
+        return bool(words[(0,) * chunk.ndim] == word) and bool((words == word).all())
+    width = next(w for w in (8, 4, 2, 1) if size % w == 0)  # wider items (complex128, records): k words each
+    flat = np.ascontiguousarray(chunk).reshape(-1).view(f"u{width}")
+    fill_words = fill.reshape(1).view(f"u{width}")
+    k = len(fill_words)
+    if not bool((flat[:k] == fill_words).all()):
         return False
-    return bool((words == fill_words).all())
-
-
-def _words(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The bit patterns of ``arr`` as unsigned integers: the same shape for items of 1, 2, 4 or 8 bytes (a view,
-    whatever the strides), else one more axis of the words of each item."""
-    size = arr.dtype.itemsize
-    if size in (1, 2, 4, 8):
-        return arr.view(f"u{size}")
-    word = next(w for w in (8, 4, 2, 1) if size % w == 0)
-    return np.ascontiguousarray(arr).reshape((*arr.shape, 1)).view(f"u{word}")
+    if bool((fill_words == fill_words[0]).all()):  # e.g. zeros: one comparison of every word
+        return bool((flat == fill_words[0]).all())
+    return all(bool((flat[i::k] == fill_words[i]).all()) for i in range(k))  # a word at a time: no broadcasting
 
 
 def _warn_unprotected(url: str, path: str, nkeys: int) -> None:
