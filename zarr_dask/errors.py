@@ -247,6 +247,11 @@ class UnprotectedWriteWarning(UserWarning):
     independent writer of the same keys at the same moment could lose data (see ``docs/safe-writes.md``)."""
 
 
+class FillValueWarning(UserWarning):
+    """A fill value that another implementation reads differently: zarr_dask reads it as the spec says, and the
+    message names the other reading and the unambiguous spelling to write instead (docs/formats.md)."""
+
+
 class NonMonotonicCoordinateWarning(UserWarning):
     """An append along a dimension made its index coordinate (the 1-D coordinate named like the dimension)
     non-monotonic: selections by label (``sel``, slicing) on that dimension no longer work as expected (names

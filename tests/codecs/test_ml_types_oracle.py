@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from zarr_dask.errors import FillValueError
+from zarr_dask.errors import FillValueError, FillValueWarning
 from zarr_dask.spec.ml_types import low_bits
 
 ts = pytest.importorskip("tensorstore", reason="tensorstore is a test extra (not installable on this Python?)")
@@ -90,3 +90,47 @@ def test_tensorstore_default_e8m0fnu_fill_is_bits_zero(tmp_path):
     ts_open(tmp_path / "t.zarr", create=True, dtype="float8_e8m0fnu", shape=[3])
     assert json.loads((tmp_path / "t.zarr" / "zarr.json").read_text())["fill_value"] == 0.0
     assert bits(zarr_dask.open_array(tmp_path / "t.zarr")[...]).tolist() == [0, 0, 0]
+
+
+E8M0_FILLS = [0x00, 0x01, 0x40, 0x41, 0x7F, 0x80, 0xFE, 0xFF]
+
+
+@pytest.mark.parametrize("fill", E8M0_FILLS)
+def test_e8m0fnu_fill_values_tensorstore_writes(tmp_path, fill):
+    """tensorstore 0.1.86 writes an e8m0fnu fill value of bits ``b`` as the number ``2**(b - 63)`` (negative from
+    0x80 on), the registry reads a number as its value: zarr_dask reads the registry's way and says so (or refuses
+    the negative ones), naming the hex spelling that both read alike; with it, every value agrees."""
+    dtype = np.dtype(ml_dtypes.float8_e8m0fnu)
+    t = ts_open(tmp_path / "t.zarr", create=True, dtype="float8_e8m0fnu", shape=[320],
+                chunk_layout=ts.ChunkLayout(chunk_shape=[64]), fill_value=np.array(fill, np.uint8).view(dtype))  # fmt: skip
+    t[:256] = np.arange(256, dtype=np.uint8).view(dtype)  # the last chunk stays absent
+    expected = bits(t.read().result())
+    stored = json.loads((tmp_path / "t.zarr" / "zarr.json").read_text())["fill_value"]
+    if fill in (0x00, 0xFF):  # 0.0 and "NaN": read alike
+        np.testing.assert_array_equal(bits(zarr_dask.open_array(tmp_path / "t.zarr")[...]), expected)
+        return
+    if fill >= 0x80:
+        with pytest.raises(FillValueError, match=f"has no sign; tensorstore 0.1.86 writes the bits 0x{fill:02x}"):
+            zarr_dask.open_array(tmp_path / "t.zarr")
+    else:
+        with pytest.warns(FillValueWarning, match=f"means bits 0x{fill:02x}. If tensorstore wrote this array, set the "
+                                                  f"fill value to '0x{fill:02x}'"):  # fmt: skip
+            registry = zarr_dask.open_array(tmp_path / "t.zarr")[...]
+        assert bits(registry[256:]).tolist() == [round(np.log2(stored)) + 127] * 64  # the number's own value
+    doc = json.loads((tmp_path / "t.zarr" / "zarr.json").read_text())
+    doc["fill_value"] = f"0x{fill:02x}"  # the fix the message names
+    (tmp_path / "t.zarr" / "zarr.json").write_text(json.dumps(doc))
+    np.testing.assert_array_equal(bits(zarr_dask.open_array(tmp_path / "t.zarr")[...]), expected)
+    np.testing.assert_array_equal(bits(ts_open(tmp_path / "t.zarr").read().result()), expected)
+
+
+@pytest.mark.parametrize("fill", E8M0_FILLS)
+def test_e8m0fnu_fill_values_we_write_tensorstore_reads(tmp_path, fill):
+    dtype = np.dtype(ml_dtypes.float8_e8m0fnu)
+    value = np.array(fill, np.uint8).view(dtype).reshape(())
+    arr = zarr_dask.create_array(tmp_path / "z.zarr", shape=(320,), chunks=(64,), dtype=dtype, fill_value=value)
+    arr[:256] = np.arange(256, dtype=np.uint8).view(dtype)
+    assert json.loads((tmp_path / "z.zarr" / "zarr.json").read_text())["fill_value"] in (f"0x{fill:02x}", "NaN")
+    expected = np.concatenate([np.arange(256, dtype=np.uint8), np.full(64, fill, np.uint8)])
+    np.testing.assert_array_equal(bits(ts_open(tmp_path / "z.zarr").read().result()), expected)
+    np.testing.assert_array_equal(bits(zarr_dask.open_array(tmp_path / "z.zarr")[...]), expected)

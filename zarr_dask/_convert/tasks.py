@@ -26,6 +26,7 @@ from zarr_dask.graph import gateway
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
 from zarr_dask.graph.progress import run as run_with_progress
+from zarr_dask.spec.ml_types import cast_values
 from zarr_dask.store.arena import release_read_arena
 
 __all__ = ["CopyJob", "Stats", "build_graph", "copy_box", "merge", "run_graph", "write_plan"]
@@ -175,7 +176,7 @@ def _copy(src: ArrayHandle, dst: ArrayHandle, box: Box, read_batch: int, write_b
     if out.size:
         reads = list(chunk_projections(dims, src.io.grids, src.shape))
         _run(lambda batch: src.io.read_into(out, batch), reads, read_batch, workers)
-        value = out if out.dtype == dst.dtype else out.astype(dst.dtype)
+        value = out if out.dtype == dst.dtype else cast_values(out, dst.dtype)
         writes = list(chunk_projections(dims, dst.io.grids, dst.shape))
         _run(lambda batch: dst.io.write_from(value, batch), writes, write_batch, workers)
     return int(out.nbytes)

@@ -70,6 +70,8 @@ def _config(name: str, configuration: Mapping[str, Any] | None, allowed: set[str
 
 
 def _int(name: str, key: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, float) and value.is_integer():  # a JSON number such as 3.0 (the schemas say "number")
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise MetadataError(f"codec {name!r}: {key!r} must be an integer in [{lo}, {hi}], got {value!r}")
     return value

@@ -16,9 +16,11 @@ import numpy as np
 
 from zarr_dask.codecs.base import ArrayArrayCodec, ChunkSpec, Codec, has_endianness
 from zarr_dask.codecs.builtin import BLOSC_SHUFFLES, BloscCodec, BytesCodec, TransposeCodec, VlenCodec
+from zarr_dask.codecs.n5 import N5DefaultCodec
 from zarr_dask.codecs.numcodecs_bridge import check_allowed, make_numcodecs, numcodecs_config
 from zarr_dask.codecs.pipeline import pipeline_from_v2, pipeline_from_v3
 from zarr_dask.codecs.registry import NUMCODECS_PREFIX, codec_from_v3
+from zarr_dask.codecs.reshape import ReshapeCodec
 from zarr_dask.codecs.sharding import ShardingCodec
 from zarr_dask.codecs.value import check_fill
 from zarr_dask.errors import MetadataError
@@ -117,6 +119,11 @@ def _auto_serializer(spec: ChunkSpec) -> dict[str, Any]:
     return BytesCodec("little" if has_endianness(spec.dtype) else None).to_json()
 
 
+#: codecs whose configuration depends on the chunk's rank and shape (the placeholder spec of
+#: :func:`_canonical` has neither): written as given, then checked with the chunk shape when it is known
+_SHAPED = (TransposeCodec, ShardingCodec, ReshapeCodec, N5DefaultCodec)
+
+
 def _canonical(
     entries: list[tuple[Any, str]], data_type: DataType, allow_unsafe: bool, fill_value: Any = None
 ) -> list[dict[str, Any]]:
@@ -134,7 +141,7 @@ def _canonical(
                 f"{role}: codec {codec.name!r} is a {codec.kind.replace('_', '->')} codec; pass it as "
                 f"{_KIND_ROLE[codec.kind]!r} instead"
             )
-        if isinstance(codec, TransposeCodec | ShardingCodec):  # need the chunk shape: written as given
+        if isinstance(codec, _SHAPED):  # need the chunk shape: written as given (checked with it below)
             out.append(codec.to_json())
             continue
         codec = codec.bind(spec)

@@ -432,7 +432,7 @@ class Array(SelectionMixin, Node):
         The rows are written beyond the stored shape first, then the new shape is committed by
         compare-and-swap, so readers never see rows that are not there yet. On stores with conditional writes
         the array's append lease makes concurrent appends (from any process) take turns."""
-        data = np.asarray(data, dtype=self.dtype)
+        data = as_value(data, self.dtype)
         with self._append_turn() as lease:
             check_no_incomplete_append(self._store, self._path, self._metadata)
             old = self.shape

@@ -15,6 +15,7 @@ import numpy as np
 from zarr_dask.core import indexing_fancy as fancy
 from zarr_dask.core import indexing_tiles as tiles
 from zarr_dask.errors import MetadataError, ReadOnlyError, ZarrDaskError
+from zarr_dask.spec.ml_types import cast_values
 
 if TYPE_CHECKING:
     from zarr_dask.core.chunk_io import ChunkIO
@@ -238,7 +239,7 @@ class SelectionMixin:
 def as_value(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """``value`` as an array of ``dtype`` (object arrays keep their elements, strings stay whole)."""
     if dtype.kind != "O":
-        return np.asarray(value, dtype=dtype)
+        return cast_values(value, dtype)
     if isinstance(value, np.ndarray):
         return value.astype(object) if value.dtype != object else value
     if isinstance(value, str | bytes):

@@ -26,7 +26,6 @@ import numpy as np
 
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.errors import UnprotectedWriteWarning, WriteConflictError
-from zarr_dask.spec.ml_types import bits_dtype, is_ml
 from zarr_dask.store.base import Buffer, Parts
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
@@ -46,26 +45,33 @@ _WARNED_LOCK = threading.Lock()
 
 
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
-    """True when every element of ``chunk`` equals the fill value (NaN equals NaN).
+    """True when every element of ``chunk`` has the bits of the fill value (as the sharded path compares): -0.0
+    is not a fill value of 0.0, nor a NaN of another payload one of NaN; strings and objects compare by value.
 
     Real data almost always differs at the first element, so that is checked before anything that would
     scan (or copy) the whole chunk.
     """
     if chunk.size == 0:
         return True
-    if chunk.dtype.kind in "mM":  # NaT != NaT: compare the integer representation
-        chunk, fill = chunk.view("i8"), fill.view("i8")
-    elif is_ml(chunk.dtype):  # ml_dtypes types (and records of them): compare bit patterns
-        chunk, fill = chunk.view(bits_dtype(chunk.dtype)), fill.view(bits_dtype(fill.dtype))
-    fv = fill[()]
-    first = chunk[(0,) * chunk.ndim]
-    if chunk.dtype.kind in "fc" and np.isnan(fv):
-        return bool(np.isnan(first)) and bool(np.isnan(chunk).all())
     if chunk.dtype.kind == "O":
+        fv = fill[()]
         return all(x == fv for x in chunk.flat)
-    if not bool(first == fv):
+    if chunk.dtype.kind in "SU":
+        return bool(chunk[(0,) * chunk.ndim] == fill[()]) and bool((chunk == fill).all())
+    fill = np.asarray(fill, dtype=chunk.dtype).reshape(())
+    size = chunk.dtype.itemsize
+    if size in (1, 2, 4, 8):  # one unsigned integer per item: a view, whatever the strides
+        words, word = chunk.view(f"u{size}"), fill.view(f"u{size}")[()]
+        return bool(words[(0,) * chunk.ndim] == word) and bool((words == word).all())
+    width = next(w for w in (8, 4, 2, 1) if size % w == 0)  # wider items (complex128, records): k words each
+    flat = np.ascontiguousarray(chunk).reshape(-1).view(f"u{width}")
+    fill_words = fill.reshape(1).view(f"u{width}")
+    k = len(fill_words)
+    if not bool((flat[:k] == fill_words).all()):
         return False
-    return bool((chunk == fill).all())
+    if bool((fill_words == fill_words[0]).all()):  # e.g. zeros: one comparison of every word
+        return bool((flat == fill_words[0]).all())
+    return all(bool((flat[i::k] == fill_words[i]).all()) for i in range(k))  # a word at a time: no broadcasting
 
 
 def _warn_unprotected(url: str, path: str, nkeys: int) -> None:

@@ -27,6 +27,7 @@ from zarr_dask.graph.gateway import data, fan_in, ref, task, value
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.spec.ml_types import cast_values
 from zarr_dask.store.transactions import Carried, carry, combine, is_transactional, task_store
 from zarr_dask.store.uploads import WriteBehind
 
@@ -55,7 +56,7 @@ def assemble(box: Box, edges: Edges, blocks: Sequence[Any], dtype: np.dtype[Any]
     if len(blocks) == 1:
         block = np.asarray(blocks[0])
         where = tuple(slice(lo - e[0], hi - e[0]) for (lo, hi), e in zip(box, edges, strict=True))
-        return np.asarray(block[where], dtype=dtype)
+        return cast_values(block[where], dtype)
     out = buffers.empty(tuple(hi - lo for lo, hi in box), dtype)
     combos = itertools.product(*(range(len(e) - 1) for e in edges))
     for combo, block in zip(combos, blocks, strict=True):
@@ -65,7 +66,7 @@ def assemble(box: Box, edges: Edges, blocks: Sequence[Any], dtype: np.dtype[Any]
             src.append(slice(a - e[i], b - e[i]))
             dst.append(slice(a - lo, b - lo))
         if all(s.stop > s.start for s in src):
-            out[tuple(dst)] = np.asarray(block)[tuple(src)]
+            out[tuple(dst)] = cast_values(np.asarray(block)[tuple(src)], dtype)
     return out
 
 

@@ -578,6 +578,12 @@ def data_type_from_numpy(dtype: Any, *, zarr_format: ZarrFormat, object_codec_id
     if isinstance(dtype, DataType) and dtype.zarr_format == zarr_format:
         return dtype
     np_dtype, vlen = _user_numpy(dtype)
+    complex_name = ml.complex_name(np_dtype) or (ml.record_name(np_dtype) if zarr_format == 3 else None)
+    if complex_name is not None:  # bcomplex32 / complex32, or the record a complex_* array reads as
+        if zarr_format == 3:
+            return _parse_v3(complex_name)
+        raise DataTypeError(f"data type {np_dtype} ({complex_name}) exists only in Zarr v3 "
+                            "(zarr-extensions): create the array with zarr_format=3")  # fmt: skip
     if vlen is None and np_dtype.kind == "O":
         if zarr_format == 3:
             vlen = "str"

@@ -19,6 +19,7 @@ Each metadata document is written once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from zarr_dask.graph.progress import run as run_with_progress
 from zarr_dask.graph.write import settle_failed
 from zarr_dask.graph.write import to_zarr_delayed as graph_to_zarr
 from zarr_dask.spec import ConsolidatedMetadata, GroupMetadataV2, GroupMetadataV3
+from zarr_dask.spec.ml_types import cast_values
 from zarr_dask.spec.paths import key_prefix, normalize_path, parent_paths
 from zarr_dask.store import MemoryStore, Store
 from zarr_dask.store.transactions import carry, is_transactional, task_store
@@ -215,10 +217,10 @@ def _as_dask(w: VarWrite, store: Store) -> Any:
     dtype = w.metadata.data_type.numpy_dtype
     data = w.data
     if _is_dask(data):
-        return data if data.dtype == dtype else data.astype(dtype)
+        return data if data.dtype == dtype else data.map_blocks(functools.partial(cast_values, dtype=dtype), dtype=dtype)
     arr = np.asarray(data)
     if arr.dtype != dtype:
-        arr = arr.astype(dtype)
+        arr = cast_values(arr, dtype)
     if not arr.size or not arr.ndim:
         return da.from_array(arr, chunks=-1, name=False)  # type: ignore[no-untyped-call]
     # blocks of about one storage unit, so encoding runs in parallel (the planner gathers them per key)
@@ -240,7 +242,7 @@ def _write_scalar(data: Any, store: Store, w: VarWrite) -> Any:
     store = task_store(store)  # a transaction's copy in another process: this task's own fork, carried back
     io = ArrayHandle(store, w.path, w.metadata).io
     value = np.empty((), dtype=io.dtype)
-    value[()] = np.asarray(data)[()]
+    value[()] = np.asarray(data)[()] if io.dtype.kind == "O" else cast_values(np.asarray(data), io.dtype)
     key = io.chunk_key(())
     if not w.write_empty_chunks and is_fill(value, io.fill):
         store.delete(key)

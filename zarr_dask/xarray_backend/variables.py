@@ -19,6 +19,7 @@ CF encoding is xarray's own (``encode_zarr_variable``: ``scale_factor``/``add_of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import warnings
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ import numpy as np
 
 from zarr_dask.core.create import build_array_metadata
 from zarr_dask.spec import ArrayMetadata, ArrayMetadataV2
+from zarr_dask.spec.ml_types import ML_NAMES, cast_values, ml_dtype
 from zarr_dask.xarray_backend.encoding import encode_fill_value_attr
 
 __all__ = [
@@ -142,8 +144,17 @@ def zarr_encoding(var: Any, name: Any, *, explicit: bool, zarr_format: ZarrForma
 
 
 def encode_variable(var: Any, name: Any, zarr_format: ZarrFormat) -> Any:
-    """xarray's CF encoding for Zarr; v3 text becomes variable-length ``string`` (object dtype)."""
+    """xarray's CF encoding for Zarr; v3 text becomes variable-length ``string`` (object dtype); an encoding
+    ``dtype`` naming a complex ML data type (``"complex_float16"``, ``"complex_bfloat16"``...), which xarray does
+    not know, is cast here, part by part (:func:`~zarr_dask.spec.ml_types.cast_values`)."""
     from xarray.backends.zarr import encode_zarr_variable
+
+    ml_name = var.encoding.get("dtype")
+    if zarr_format == 3 and isinstance(ml_name, str) and ml_name in ML_NAMES and ml_name.startswith("complex_"):
+        var = var.copy(deep=False)
+        var.encoding = {k: v for k, v in var.encoding.items() if k != "dtype"}
+        var = _ml_cast(encode_variable(var, name, zarr_format), ml_dtype(ml_name))
+        return var
 
     if "zarr_format" in inspect.signature(encode_zarr_variable).parameters:  # xarray >= 2026.9
         var = encode_zarr_variable(var, name=name, zarr_format=zarr_format)
@@ -152,6 +163,17 @@ def encode_variable(var: Any, name: Any, zarr_format: ZarrFormat) -> Any:
     if zarr_format == 3 and var.dtype.kind == "U":
         var = var.copy(deep=False)
         var.data = var.data.astype(object)
+    return var
+
+
+def _ml_cast(var: Any, dtype: np.dtype[Any]) -> Any:
+    """``var`` with its data cast to ``dtype`` (lazily for dask data)."""
+    var = var.copy(deep=False)
+    data = var.data
+    if hasattr(data, "map_blocks") and hasattr(data, "dask"):
+        var.data = data.map_blocks(functools.partial(cast_values, dtype=dtype), dtype=dtype)
+    else:
+        var.data = cast_values(np.asarray(data), dtype)
     return var
 
 
