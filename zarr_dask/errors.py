@@ -43,6 +43,7 @@ __all__ = [
     "NodeNotFoundError",
     "NonMonotonicCoordinateWarning",
     "ReadOnlyError",
+    "ShapeMismatchError",
     "StoreAccessDeniedError",
     "StoreCredentialsError",
     "StoreError",
@@ -193,6 +194,11 @@ class ChunkEncodeError(ZarrDaskError, ValueError):
 
 class IndexingError(ZarrDaskError, IndexError):
     """An index/selection that does not fit the array."""
+
+
+class ShapeMismatchError(ZarrDaskError, ValueError):
+    """A value written into a selection (or appended) whose shape does not broadcast to the selection's shape;
+    a ``ValueError``, as NumPy and zarr-python raise there."""
 
 
 class VariableNotFoundError(ZarrDaskError, KeyError):

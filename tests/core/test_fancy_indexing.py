@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import zarr_dask
 from zarr_dask.codecs.shard_access import Coalescing
 from zarr_dask.core import indexing_fancy as fancy
-from zarr_dask.errors import IndexingError, ReadOnlyError
+from zarr_dask.errors import IndexingError, ReadOnlyError, ShapeMismatchError
 from zarr_dask.store import MemoryStore
 
 # ------------------------------------------------------------------------------------ strategies
@@ -133,7 +133,7 @@ def test_blocks_are_storage_units(data: st.DataObject) -> None:
             i = i + nb if i < 0 else i
             sel.append((i, slice(i * u, (i + 1) * u)))
         else:
-            lo = data.draw(st.integers(0, nb))
+            lo = data.draw(st.integers(0, nb - 1))  # a start past the grid is out of bounds (zarr-python)
             hi = data.draw(st.integers(lo, nb))
             sel.append((slice(lo, hi), slice(lo * u, hi * u)))
     block_sel = tuple(s for s, _ in sel)
@@ -171,7 +171,7 @@ def test_errors_name_the_array_and_the_problem() -> None:
         a.vindex[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexingError, match="one integer or integer array per dimension"):
         a.vindex[[0, 1], :]
-    with pytest.raises(IndexingError, match="could not broadcast value"):
+    with pytest.raises(ShapeMismatchError, match="could not broadcast value"):
         a.oindex[[0, 1], [0]] = [1, 2, 3]
     with pytest.raises(IndexingError, match="step 1"):
         a.blocks[::2]

@@ -148,8 +148,9 @@ def test_codecs_around_the_sharding_codec_fall_back_to_whole_shards():
                            chunk_key_encoding=DefaultChunkKeyEncoding(separator="/"),
                            fill_value=np.zeros((), "i2"), codecs=tuple(codecs), attributes={})
     a = zarr_dask.Array(store, "", meta)
-    # sharded (the keys hold shards: zarr_dask.spec.layout), read and written as whole shards
-    assert a._io.sharding is None and a.shards == (4, 6) and a.chunks == (4, 6)
+    # sharded (the keys hold shards: zarr_dask.spec.layout), read and written as whole shards; the public
+    # attributes answer as zarr-python's (shards only when sharding_indexed is the whole chain)
+    assert a._io.sharding is None and a.shards is None and a.chunks == (4, 6) and a.write_chunk_sizes == ((4, 4), (6,))
     data = np.arange(48, dtype="i2").reshape(8, 6)
     a[:] = data
     a[1:3, 1:4] = 9

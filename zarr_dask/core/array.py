@@ -33,6 +33,7 @@ from zarr_dask.errors import (
     ArrayNotFoundError,
     MetadataError,
     ReadOnlyError,
+    ShapeMismatchError,
     ZarrDaskError,
 )
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
@@ -251,6 +252,11 @@ class Array(SelectionMixin, Node):
     def shape(self) -> tuple[int, ...]:
         return tuple(self._metadata.shape)
 
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        """``a.shape = (105,)`` resizes, as in zarr-python (:meth:`resize`)."""
+        self.resize(value)
+
     @property
     def ndim(self) -> int:
         return len(self._metadata.shape)
@@ -271,10 +277,13 @@ class Array(SelectionMixin, Node):
     def chunks(self) -> tuple[int, ...]:
         """The chunk shape: the inner chunk shape of a sharded array (as zarr-python spells it).
 
-        For a rectilinear grid: the largest chunk per dimension (see :attr:`read_chunk_sizes` for all).
+        For a rectilinear grid: the largest chunk per dimension (see :attr:`read_chunk_sizes` for all). As in
+        zarr-python, an array is "sharded" here only when ``sharding_indexed`` is its only codec; with other
+        codecs around it (``[sharding_indexed, gzip]``) the chunks are the storage units, as the document's
+        chunk grid says (the engine still reads and writes those as shards).
         """
         sharding = sharding_of(self.metadata)
-        if sharding is not None and sharding.leading:
+        if sharding is not None and sharding.whole_chain:
             return sharding.inner_chunk_shape
         return self._largest(self._io.grids)
 
@@ -283,9 +292,11 @@ class Array(SelectionMixin, Node):
         """The shard shape of a sharded array (:func:`~zarr_dask.spec.layout.sharding_of`), else None (the
         largest shard per dimension for a rectilinear shard grid; see :attr:`write_chunk_sizes` for all).
 
-        Also for ``[sharding_indexed, gzip]``, whose storage keys hold shards (zarr-python says None there);
-        such shards are read whole (:attr:`read_chunk_sizes`), since the index is inside the gzip stream."""
-        if sharding_of(self.metadata) is None:
+        None, as in zarr-python, when ``sharding_indexed`` is not the only codec (``[sharding_indexed, gzip]``,
+        ``[transpose, sharding_indexed]``): :attr:`chunks` is then the storage unit. The engine still knows
+        those units hold shards (:attr:`write_chunk_sizes`; they are read whole, :attr:`read_chunk_sizes`)."""
+        sharding = sharding_of(self.metadata)
+        if sharding is None or not sharding.whole_chain:
             return None
         return self._largest(self._io.grids)
 
@@ -433,6 +444,16 @@ class Array(SelectionMixin, Node):
         compare-and-swap, so readers never see rows that are not there yet. On stores with conditional writes
         the array's append lease makes concurrent appends (from any process) take turns."""
         data = as_value(data, self.dtype)
+        if data.ndim != self.ndim or any(
+            n != s for d, (n, s) in enumerate(zip(data.shape, self.shape, strict=True)) if d != axis % self.ndim
+        ):
+            raise ShapeMismatchError(
+                f"cannot append data of shape {data.shape} along axis {axis} to an array of shape {self.shape}: "
+                "every other dimension must match",
+                store=self._store.url,
+                path=self._path,
+            )
+        axis = axis % self.ndim
         with self._append_turn() as lease:
             check_no_incomplete_append(self._store, self._path, self._metadata)
             old = self.shape
@@ -481,9 +502,9 @@ class Array(SelectionMixin, Node):
         inner = sharding.chunk_shape
         return sum(math.prod(s // c for s, c in zip(self._io.chunk_shape(k), inner, strict=True)) for _, k in units)
 
-    @property
     def nbytes_stored(self) -> int:
-        """Bytes stored under this array's prefix (metadata included)."""
+        """Bytes stored under this array's prefix (metadata included); a method, as in zarr-python (one
+        listing)."""
         sizes = self._store.list_prefix_sizes(key_prefix(self._path))
         return sum(sizes.values())
 
@@ -502,8 +523,39 @@ class Array(SelectionMixin, Node):
             nchunks=self.nchunks,
             nchunks_initialized=self.nchunks_initialized,
             nbytes=self.nbytes,
-            nbytes_stored=self.nbytes_stored,
+            nbytes_stored=self.nbytes_stored(),
             shards=self.shards,
+        )
+
+    def info_complete(self) -> ArrayInfo:
+        """All the information about the array, including what needs the store (stored bytes, initialized
+        chunks), as zarr-python's ``Array.info_complete()``; here the same as :attr:`info`."""
+        return self.info
+
+    def with_config(self, config: Any) -> Array:
+        """A new ``Array`` on the same store and node with another runtime configuration (zarr-python's
+        ``Array.with_config``): ``config`` is a mapping (or an object with attributes) of ``order`` (``"C"`` or
+        ``"F"``) and ``write_empty_chunks``; keys not given keep this array's values."""
+        if isinstance(config, Mapping):
+            given = dict(config)
+        else:
+            given = {k: getattr(config, k) for k in ("order", "write_empty_chunks") if hasattr(config, k)}
+        unknown = sorted(set(given) - {"order", "write_empty_chunks"})
+        order = given.get("order", self._order)
+        if unknown or order not in ("C", "F"):
+            raise MetadataError(
+                f"with_config takes 'order' ('C' or 'F') and 'write_empty_chunks', got {given!r}",
+                store=self._store.url,
+                path=self._path,
+            )
+        return Array(
+            self._store,
+            self._path,
+            self._metadata,
+            allow_unsafe_codecs=self._allow_unsafe_codecs,
+            write_empty_chunks=bool(given.get("write_empty_chunks", self._write_empty_chunks)),
+            order=order,
+            coalescing=self._coalescing,
         )
 
     def iter_chunk_coords(self) -> Iterator[tuple[int, ...]]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from zarr_dask.errors import IndexingError
+from zarr_dask.errors import IndexingError, ShapeMismatchError
 
 
 class DimGridLike(Protocol):
@@ -205,8 +205,9 @@ def expand_value(value: Any, dims: Sequence[DimSelection]) -> Any:
     try:
         v = np.broadcast_to(v, selection_shape(dims)) if v.shape != selection_shape(dims) else v
     except ValueError:
-        raise _index_error(
-            f"could not broadcast value of shape {v.shape} into selection of shape {selection_shape(dims)}"
+        raise ShapeMismatchError(
+            f"could not broadcast value of shape {v.shape} into selection of shape {selection_shape(dims)}: "
+            "give a value of the selection's shape (or one that broadcasts to it)"
         ) from None
     v = v.reshape(full)
     if any(d.flip for d in dims):

@@ -14,7 +14,7 @@ import numpy as np
 
 from zarr_dask.core import indexing_fancy as fancy
 from zarr_dask.core import indexing_tiles as tiles
-from zarr_dask.errors import MetadataError, ReadOnlyError, ZarrDaskError
+from zarr_dask.errors import IndexingError, MetadataError, ReadOnlyError, ZarrDaskError
 from zarr_dask.spec.ml_types import cast_values
 
 if TYPE_CHECKING:
@@ -39,10 +39,10 @@ class OIndex:
         self._array = array
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._array.get_orthogonal_selection(selection)
+        return self._array.get_orthogonal_selection(self._array._materialize(selection))
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._array.set_orthogonal_selection(selection, value)
+        self._array.set_orthogonal_selection(self._array._materialize(selection), value)
 
 
 class VIndex:
@@ -63,10 +63,10 @@ class VIndex:
         self._array = array
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._array.get_coordinate_selection(selection)
+        return self._array.get_coordinate_selection(self._array._materialize(selection))
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._array.set_coordinate_selection(selection, value)
+        self._array.set_coordinate_selection(self._array._materialize(selection), value)
 
 
 class BlockIndex:
@@ -116,6 +116,24 @@ class SelectionMixin:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ dispatch
+    def _materialize(self, selection: Any) -> Any:
+        """A zarr_dask ``Array`` used as an index (the whole selection or one item of it) read into NumPy, as
+        zarr-python does; it must hold integers or booleans."""
+        if isinstance(selection, tuple):
+            return tuple(self._materialize_one(s) for s in selection)
+        return self._materialize_one(selection)
+
+    def _materialize_one(self, item: Any) -> Any:
+        if not isinstance(item, SelectionMixin):
+            return item
+        if item.dtype.kind not in "iub":
+            raise IndexingError(
+                f"an array used as an index must hold integers or booleans, got dtype {item.dtype}",
+                store=self._store.url,
+                path=self._path,
+            )
+        return np.asarray(item.get_basic_selection(Ellipsis))
+
     def _selection_kind(self, selection: Any) -> str:
         try:
             return fancy.classify(selection, len(self.shape)) if self.shape else "basic"
@@ -127,6 +145,7 @@ class SelectionMixin:
         mask of the array's shape) in every dimension → :attr:`vindex`; one integer or boolean array among
         integers and slices, or one array per dimension with a boolean one → :attr:`oindex`; else basic
         indexing (integers, slices with any step, ``...``)."""
+        selection = self._materialize(selection)
         kind = self._selection_kind(selection)
         if kind == "vindex":
             return self.get_coordinate_selection(selection)
@@ -136,6 +155,7 @@ class SelectionMixin:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection's shape) into a selection (dispatched as reads are)."""
+        selection = self._materialize(selection)
         kind = self._selection_kind(selection)
         if kind == "vindex":
             self.set_coordinate_selection(selection, value)

@@ -75,6 +75,8 @@ def classify(selection: Any, ndim: int) -> str:
         return "vindex" if selection.ndim == ndim else "oindex"
     sel = _as_tuple(selection)
     kinds = [_kind(s) for s in sel]
+    if ndim > 1 and kinds == ["bools"] and np.asarray(sel[0]).ndim == ndim:  # a[(mask,)], a[mask.tolist()]
+        return "vindex"
     n_arrays = sum(k in ("ints", "bools") for k in kinds)
     if not n_arrays:
         return "basic"
@@ -115,10 +117,11 @@ def _int_array(sel: Any, extent: int, axis: int) -> IntArray:
         raise IndexingError(
             f"unsupported index {_short(sel)} on axis {axis}: use integers, slices, integer or boolean arrays"
         )
-    arr = arr.astype(np.intp, copy=False)
-    bad = (arr < -extent) | (arr >= extent)
+    # bounds-checked in the index's own type: a huge unsigned index made signed first would wrap into range
+    bad = (arr >= extent) if arr.dtype.kind == "u" else (arr < -extent) | (arr >= extent)
     if bad.any():
-        raise IndexingError(f"index {int(arr[bad][0])} is out of bounds for axis {axis} with size {extent}")
+        raise IndexingError(f"index {arr[bad][0]} is out of bounds for axis {axis} with size {extent}")
+    arr = arr.astype(np.intp, copy=False)
     return np.where(arr < 0, arr + extent, arr)
 
 
@@ -242,7 +245,7 @@ def block_selection(selection: Any, grids: Sequence[DimGridLike], shape: Sequenc
         elif isinstance(s, slice):
             if s.step not in (None, 1):
                 raise IndexingError(f"block selections take integers and slices with step 1; axis {axis} got {s!r}")
-            start, stop, _ = s.indices(nblocks)
+            start, stop = _block_slice(s, nblocks, axis)
         else:
             raise IndexingError(f"block selections take integers and slices; axis {axis} got {_short(s)}")
         if stop <= start:
@@ -252,3 +255,21 @@ def block_selection(selection: Any, grids: Sequence[DimGridLike], shape: Sequenc
     return tuple(out)
 
 
+
+
+def _block_slice(s: slice, nblocks: int, axis: int) -> tuple[int, int]:
+    """The block range of a unit-step slice: negative ends count from the end once; a start outside the grid
+    is out of bounds (zarr-python's ``BoundsCheckError``), not an empty selection; the stop is clipped."""
+    try:
+        start = 0 if s.start is None else operator.index(s.start)
+        stop = nblocks if s.stop is None else operator.index(s.stop)
+    except TypeError:
+        raise IndexingError(f"block selections take integer slice bounds; axis {axis} got {s!r}") from None
+    start = start + nblocks if start < 0 else start
+    stop = stop + nblocks if stop < 0 else stop
+    if nblocks and not 0 <= start < nblocks:
+        raise IndexingError(
+            f"block slice {s.start}:{s.stop} is out of bounds for axis {axis} with {nblocks} blocks: its start "
+            f"must be a block in -{nblocks}..{nblocks - 1}"
+        )
+    return start, max(start, min(stop, nblocks))

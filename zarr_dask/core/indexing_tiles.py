@@ -26,7 +26,7 @@ from zarr_dask.core.batches import run_batches
 from zarr_dask.core.chunk_io import ChunkIO
 from zarr_dask.core.indexing import ChunkProjection, DimGridLike
 from zarr_dask.core.indexing_fancy import CoordinateSelection, IntArray, OrthogonalSelection
-from zarr_dask.errors import IndexingError
+from zarr_dask.errors import ShapeMismatchError
 
 
 # ------------------------------------------------------------------------------------------ tiles
@@ -278,8 +278,9 @@ def set_selection(io: ChunkIO, sel: OrthogonalSelection | CoordinateSelection, v
     try:
         v = np.broadcast_to(value, tiles.out_shape)
     except ValueError:
-        raise IndexingError(
-            f"could not broadcast value of shape {np.shape(value)} into selection of shape {tiles.out_shape}"
+        raise ShapeMismatchError(
+            f"could not broadcast value of shape {np.shape(value)} into selection of shape {tiles.out_shape}: "
+            "give a value of the selection's shape (or one that broadcasts to it)"
         ) from None
     if not tiles.projections:
         return

@@ -7,9 +7,9 @@ the chunk. The **read unit** (what a read decodes at least) is the inner chunk w
 whole chain (the shard index says where each inner chunk is), else the whole storage key: with
 ``[sharding_indexed, gzip]`` a reader must un-gzip the whole shard before it can find an inner chunk.
 
-``Array.shards`` / ``Array.chunks``, ``explain_write``, ``convert``, the ZOM, the HTML reprs, xarray's
-encoding and the metadata limits all ask :func:`sharding_of` (zarr-python 3.4 instead reports
-``shards=None`` for a sharding codec that is not the whole chain, although the keys hold shards).
+``explain_write``, ``convert``, the ZOM, the HTML reprs, xarray's encoding and the metadata limits all ask
+:func:`sharding_of`; the public ``Array.shards`` / ``Array.chunks`` answer as zarr-python does (``shards`` is
+None for a sharding codec that is not the whole chain, although the keys hold shards).
 """
 
 from __future__ import annotations
