@@ -36,6 +36,7 @@ __all__ = [
     "FillValueError",
     "GroupNotFoundError",
     "IndexingError",
+    "InvalidArgumentError",
     "InvalidModeError",
     "InvalidPathError",
     "MetadataError",
@@ -136,6 +137,10 @@ class FillValueError(MetadataError):
 
 class InvalidPathError(ZarrDaskError, ValueError):
     """A node path or name that is not allowed (``..``, ``__x``, control characters, ...)."""
+
+
+class InvalidArgumentError(ZarrDaskError, TypeError):
+    """An argument of the wrong kind (``out=`` that is not an array, say); a ``TypeError``."""
 
 
 class InvalidModeError(ZarrDaskError, ValueError):

@@ -133,3 +133,29 @@ def test_a_codec_after_the_shard_codec_reports_chunks_as_zarr_python() -> None:
     assert a.write_chunk_sizes == ((8, 8), (12, 12))  # the engine still knows its storage units
     only = _trailing_gzip(MemoryStore(), [SHARD])
     assert only.chunks == (4, 4) and only.shards == (8, 12)
+
+
+def test_out_takes_the_result(a: zarr_dask.Array) -> None:
+    ref = np.arange(16).reshape(4, 4)
+    out = np.zeros((2, 4), dtype="i4")
+    assert a.get_basic_selection(slice(1, 3), out=out) is out
+    np.testing.assert_array_equal(out, ref[1:3])
+    pts = np.zeros(2, dtype="i4")
+    a.get_coordinate_selection(([0, 3], [1, 2]), out=pts)
+    np.testing.assert_array_equal(pts, [1, 14])
+    grid = np.zeros((2, 2), dtype="i4")
+    a.get_orthogonal_selection(([0, 3], [1, 2]), out=grid)
+    np.testing.assert_array_equal(grid, ref[np.ix_([0, 3], [1, 2])])
+    blk = np.zeros((2, 2), dtype="i4")
+    a.get_block_selection((1, 0), out=blk)
+    np.testing.assert_array_equal(blk, ref[2:, :2])
+    with pytest.raises(TypeError, match="out= must be a NumPy array"):
+        a.get_basic_selection(Ellipsis, out=[])
+    with pytest.raises(ShapeMismatchError, match=r"out= has shape \(2, 4\), the selection has shape \(4, 4\)"):
+        a.get_basic_selection(Ellipsis, out=out)
+
+
+def test_config_and_with_config_take_each_other(a: zarr_dask.Array) -> None:
+    assert a.config.to_dict() == {"order": "C", "write_empty_chunks": False}
+    f = a.with_config(a.with_config({"order": "F"}).config)
+    assert f.config == a.with_config({"order": "F"}).config and f.config.order == "F"

@@ -47,6 +47,17 @@ ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 
 
 @dataclass(frozen=True)
+class ArrayConfig:
+    """An array's runtime configuration (zarr-python's ``ArrayConfig``): ``Array.config``, ``Array.with_config``."""
+
+    order: Literal["C", "F"]
+    write_empty_chunks: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"order": self.order, "write_empty_chunks": self.write_empty_chunks}
+
+
+@dataclass(frozen=True)
 class ArrayInfo:
     """What `Array.info` reports."""
 
@@ -346,6 +357,12 @@ class Array(SelectionMixin, Node):
         return self._order
 
     @property
+    def config(self) -> ArrayConfig:
+        """The runtime configuration: memory ``order`` of reads and ``write_empty_chunks`` (see
+        :meth:`with_config`)."""
+        return ArrayConfig(order=self._order, write_empty_chunks=self._write_empty_chunks)
+
+    @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
         return self._metadata.dimension_names
 
@@ -385,13 +402,16 @@ class Array(SelectionMixin, Node):
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
 
-    def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
-        """Read a selection of integers, slices and Ellipsis; returns a NumPy array (a scalar for 0-d results)."""
+    def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
+        """Read a selection of integers, slices and Ellipsis; returns a NumPy array (a scalar for 0-d results),
+        or writes it into ``out`` (an array of the selection's shape, see :meth:`_into`) and returns ``out``."""
         dims = self._dims(selection)
-        out = finalize_output(self._io.read(dims), dims)
-        if self._order == "F" and out.ndim > 1:
-            out = np.asfortranarray(out)
-        return out[()] if out.ndim == 0 else out
+        result = finalize_output(self._io.read(dims), dims)
+        if out is not None:
+            return self._into(out, result)
+        if self._order == "F" and result.ndim > 1:
+            result = np.asfortranarray(result)
+        return result[()] if result.ndim == 0 else result
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection's shape) into a selection."""

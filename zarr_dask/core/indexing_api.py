@@ -14,7 +14,14 @@ import numpy as np
 
 from zarr_dask.core import indexing_fancy as fancy
 from zarr_dask.core import indexing_tiles as tiles
-from zarr_dask.errors import IndexingError, MetadataError, ReadOnlyError, ZarrDaskError
+from zarr_dask.errors import (
+    IndexingError,
+    InvalidArgumentError,
+    MetadataError,
+    ReadOnlyError,
+    ShapeMismatchError,
+    ZarrDaskError,
+)
 from zarr_dask.spec.ml_types import cast_values
 
 if TYPE_CHECKING:
@@ -109,7 +116,7 @@ class SelectionMixin:
     def dtype(self) -> np.dtype[Any]:  # pragma: no cover - overridden by Array
         raise NotImplementedError
 
-    def get_basic_selection(self, selection: Any = Ellipsis) -> Any:  # pragma: no cover - defined by Array
+    def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:  # pragma: no cover
         raise NotImplementedError
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:  # pragma: no cover - defined by Array
@@ -186,21 +193,46 @@ class SelectionMixin:
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
 
-    def get_orthogonal_selection(self, selection: Any) -> Any:
-        """Read an orthogonal selection (see :attr:`oindex`); reads only the chunks it touches."""
+    def get_orthogonal_selection(self, selection: Any, *, out: Any = None) -> Any:
+        """Read an orthogonal selection (see :attr:`oindex`); reads only the chunks it touches. With ``out``,
+        the result is written there (:meth:`_into`)."""
         if not self.shape:
-            return np.asarray(self.get_basic_selection(selection))
-        return tiles.get_selection(self._io, self._parse(fancy.orthogonal_selection, selection))
+            result = np.asarray(self.get_basic_selection(selection))
+        else:
+            result = tiles.get_selection(self._io, self._parse(fancy.orthogonal_selection, selection))
+        return result if out is None else self._into(out, result)
 
-    def get_coordinate_selection(self, selection: Any) -> Any:
-        """Read points (see :attr:`vindex`); reads only the chunks holding them."""
+    def get_coordinate_selection(self, selection: Any, *, out: Any = None) -> Any:
+        """Read points (see :attr:`vindex`); reads only the chunks holding them. With ``out``, the result is
+        written there (:meth:`_into`)."""
         if not self.shape:
-            return np.asarray(self.get_basic_selection(selection))
-        return tiles.get_selection(self._io, self._parse(fancy.coordinate_selection, selection))
+            result = np.asarray(self.get_basic_selection(selection))
+        else:
+            result = tiles.get_selection(self._io, self._parse(fancy.coordinate_selection, selection))
+        return result if out is None else self._into(out, result)
 
-    def get_mask_selection(self, mask: Any) -> Any:
+    def get_mask_selection(self, mask: Any, *, out: Any = None) -> Any:
         """Read the elements where the boolean ``mask`` (of the array's shape) is true, in C order."""
-        return self.get_coordinate_selection((np.asarray(mask, dtype=bool),))
+        return self.get_coordinate_selection((np.asarray(mask, dtype=bool),), out=out)
+
+    def _into(self, out: Any, result: np.ndarray[Any, Any]) -> Any:
+        """Write ``result`` into ``out`` (zarr-python's ``out=``): a NumPy array of the selection's shape, or an
+        object whose ``as_ndarray_like()`` is one (zarr-python's ``NDBuffer``); returns ``out``."""
+        target = out.as_ndarray_like() if hasattr(out, "as_ndarray_like") else out
+        if not isinstance(target, np.ndarray):
+            raise InvalidArgumentError(
+                f"out= must be a NumPy array (or a zarr-python NDBuffer), got {type(out).__name__}",
+                store=self._store.url,
+                path=self._path,
+            )
+        if target.shape != np.shape(result):
+            raise ShapeMismatchError(
+                f"out= has shape {target.shape}, the selection has shape {np.shape(result)}",
+                store=self._store.url,
+                path=self._path,
+            )
+        target[...] = result
+        return out
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` into an orthogonal selection (see :attr:`oindex`)."""
@@ -247,9 +279,9 @@ class SelectionMixin:
         except ZarrDaskError as e:
             raise e.with_context(store=self._store.url, path=self._path) from None
 
-    def get_block_selection(self, selection: Any) -> Any:
+    def get_block_selection(self, selection: Any, *, out: Any = None) -> Any:
         """Read whole storage units by grid position (see :attr:`blocks`)."""
-        return self.get_basic_selection(self._block_region(selection))
+        return self.get_basic_selection(self._block_region(selection), out=out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole storage units by grid position (see :attr:`blocks`)."""
