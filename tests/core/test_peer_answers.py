@@ -155,6 +155,20 @@ def test_out_takes_the_result(a: zarr_dask.Array) -> None:
         a.get_basic_selection(Ellipsis, out=out)
 
 
+def test_codec_roles_as_zarr_python_names_them() -> None:
+    gz = {"name": "gzip", "configuration": {"level": 1}}
+    v3 = zarr_dask.create_array(MemoryStore(), shape=(4, 4), dtype="i4", chunks=(2, 2), compressors=[gz],
+                                filters=[{"name": "transpose", "configuration": {"order": [1, 0]}}])  # fmt: skip
+    assert [f["name"] for f in v3.filters] == ["transpose"] and v3.serializer["name"] == "bytes"
+    assert v3.compressors == (gz,) and [c["name"] for c in v3.codecs] == ["transpose", "bytes", "gzip"]
+    with pytest.raises(NotImplementedError, match="compressors"):
+        v3.compressor
+    v2 = zarr_dask.create_array(MemoryStore(), shape=(4,), dtype="i4", chunks=(2,), zarr_format=2,
+                                compressors=[{"id": "zlib", "level": 1}])  # fmt: skip
+    assert v2.compressors == ({"id": "zlib", "level": 1},) == (v2.compressor,)
+    assert v2.filters == () and v2.serializer is None
+
+
 def test_config_and_with_config_take_each_other(a: zarr_dask.Array) -> None:
     assert a.config.to_dict() == {"order": "C", "write_empty_chunks": False}
     f = a.with_config(a.with_config({"order": "F"}).config)

@@ -34,6 +34,7 @@ from zarr_dask.errors import (
     MetadataError,
     ReadOnlyError,
     ShapeMismatchError,
+    UnsupportedFeatureError,
     ZarrDaskError,
 )
 from zarr_dask.spec import ArrayMetadataV2, ArrayMetadataV3
@@ -369,6 +370,44 @@ class Array(SelectionMixin, Node):
     @property
     def codecs(self) -> Any:
         return self._io.pipeline.to_json()
+
+    def _roles(self) -> tuple[tuple[Any, ...], Any, tuple[Any, ...]]:
+        """The v3 codec chain's JSON split as zarr-python names it: filters (array->array), the serializer
+        (array->bytes) and the compressors (bytes->bytes)."""
+        chain = list(self.codecs)
+        n_filters = len(getattr(self._io.pipeline, "_aa", ()))
+        return tuple(chain[:n_filters]), chain[n_filters], tuple(chain[n_filters + 1 :])
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """zarr-python's ``Array.filters``, as codec JSON objects: the v3 array->array codecs, or the v2
+        ``filters``."""
+        if isinstance(self._metadata, ArrayMetadataV2):
+            return tuple(self._metadata.filters or ())
+        return self._roles()[0]
+
+    @property
+    def serializer(self) -> Any:
+        """zarr-python's ``Array.serializer``, as a codec JSON object: the v3 array->bytes codec (None for v2)."""
+        return None if isinstance(self._metadata, ArrayMetadataV2) else self._roles()[1]
+
+    @property
+    def compressors(self) -> tuple[Any, ...]:
+        """zarr-python's ``Array.compressors``, as codec JSON objects: the v3 bytes->bytes codecs, or the v2
+        ``compressor`` (a tuple of one or none)."""
+        if isinstance(self._metadata, ArrayMetadataV2):
+            return () if self._metadata.compressor is None else (self._metadata.compressor,)
+        return self._roles()[2]
+
+    @property
+    def compressor(self) -> Any:
+        """zarr-python's ``Array.compressor`` of a v2 array (its codec JSON object, or None); v3 arrays have
+        :attr:`compressors`."""
+        if not isinstance(self._metadata, ArrayMetadataV2):
+            raise UnsupportedFeatureError(
+                "a v3 array has no single 'compressor'; use Array.compressors", store=self._store.url, path=self._path
+            )
+        return self._metadata.compressor
 
     def __len__(self) -> int:
         if not self.shape:
