@@ -12,6 +12,11 @@ attribute checks go to our object. A test passes only if it got one of our array
 (it checked zarr-python's internals only) is reported as skipped, not counted. The tests that exercise
 zarr-python internals with no zarr_dask equivalent are skipped with a reason category at collection, and the
 documented differences are strict xfails (:mod:`expected`). The last line says how many ran on our object.
+
+Two adapters, both over our object: ``_async_array.getitem`` / ``.oindex.getitem`` / ``.vindex.getitem`` await
+our synchronous reads (the property and ``TestAsync`` tests compare them with NumPy), and zarr-python's
+hypothesis strategies build their arrays unrouted (they assert on zarr-python's own object) and hand ours to
+the test. The properties run ``EXAMPLES`` derandomized examples each, to keep the leg short.
 """
 
 from __future__ import annotations
