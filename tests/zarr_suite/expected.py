@@ -17,6 +17,8 @@ INTERNALS = ("zarr-python internals: its helper functions, private methods, meta
 ASYNC = "zarr-python's AsyncArray API: zarr_dask has no async layer"
 CREATION = ("zarr-python's creation functions: the test checks their argument checks and the chunks, codecs or "
             "warnings they pick (the array is zarr-python's to make; ours is opened after)")  # fmt: skip
+TIME = ("time: the same test runs with the 'fork' start method; 'spawn' and 'forkserver' start fresh "
+        "interpreters (seconds each), which the leg's budget leaves out")
 ROUTING = "an artifact of the routing: the test counts zarr-python's store requests, and re-opening adds ours"
 
 SKIPS: dict[str, str] = {
@@ -85,6 +87,8 @@ SKIPS: dict[str, str] = {
     "test_array.py::test_from_array_F_order": CREATION,  # its warning for a zarr.Array source
     "test_codecs/test_sharding.py::test_invalid_shard_shape*": CREATION,
     "test_array.py::test_create_array_with_data_num_gets*": ROUTING,
+    "test_array.py::test_multiprocessing[*spawn]": TIME,
+    "test_array.py::test_multiprocessing[*forkserver]": TIME,
 }
 
 _DOC = "docs/index.md, 'Differences from zarr-python': "

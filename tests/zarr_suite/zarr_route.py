@@ -168,7 +168,7 @@ def _route_strategies() -> None:
             module.arrays = arrays  # type: ignore[attr-defined]
 
 
-EXAMPLES = 25  # zarr-python's profile runs 300 examples a property; the leg keeps to its time budget
+EXAMPLES = 20  # zarr-python's profile runs 300 examples a property; the leg keeps to its time budget
 
 
 def _fewer_examples(item: pytest.Item) -> None:
@@ -253,4 +253,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line("made no array: " + " ".join(names))
     counts = {k: len(stats.get(k, [])) for k in ("passed", "failed", "xfailed", "xpassed", "skipped", "error")}
     terminalreporter.write_line("zarr-python suite: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    terminalreporter.write_line(f"{ran + xfailed} ran on zarr_dask.Array ({ran} passed, {xfailed} xfailed)")
+    _LAST.append(f"{ran + xfailed} ran on zarr_dask.Array ({ran} passed, {xfailed} xfailed)")
+
+
+_LAST: list[str] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The count, after pytest's own last line."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in _LAST:
+        if reporter is not None:
+            reporter.write_line(line)
