@@ -171,7 +171,7 @@ def test_errors_name_the_array_and_the_problem() -> None:
         a.vindex[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexingError, match="one integer or integer array per dimension"):
         a.vindex[[0, 1], :]
-    with pytest.raises(ShapeMismatchError, match="could not broadcast value"):
+    with pytest.raises(ShapeMismatchError, match="Attempting to set a selection of shape"):
         a.oindex[[0, 1], [0]] = [1, 2, 3]
     with pytest.raises(IndexingError, match="step 1"):
         a.blocks[::2]

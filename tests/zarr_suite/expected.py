@@ -103,7 +103,6 @@ XFAILS: dict[str, str] = {
     "test_indexing.py::test_zero_sized_chunks*": _DOC + "no chunk side of 0",
     "test_array.py::TestCreateArray::test_default_endianness[zarr3-big*": _DOC + "reads come in the machine's byte order",
     "test_array.py::test_array_repr*": _DOC + "texts (repr)",
-    "test_indexing.py::test_vectorized_indexing_incompatible_shape*": _DOC + "texts (error messages; a ValueError)",
 }
 
 

@@ -206,8 +206,8 @@ def expand_value(value: Any, dims: Sequence[DimSelection]) -> Any:
         v = np.broadcast_to(v, selection_shape(dims)) if v.shape != selection_shape(dims) else v
     except ValueError:
         raise ShapeMismatchError(
-            f"could not broadcast value of shape {v.shape} into selection of shape {selection_shape(dims)}: "
-            "give a value of the selection's shape (or one that broadcasts to it)"
+            f"Attempting to set a selection of shape {selection_shape(dims)} with a value of shape {v.shape}, which "
+            "does not broadcast to it: give a value of the selection's shape (or one that broadcasts to it)"
         ) from None
     v = v.reshape(full)
     if any(d.flip for d in dims):

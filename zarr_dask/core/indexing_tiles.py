@@ -279,8 +279,8 @@ def set_selection(io: ChunkIO, sel: OrthogonalSelection | CoordinateSelection, v
         v = np.broadcast_to(value, tiles.out_shape)
     except ValueError:
         raise ShapeMismatchError(
-            f"could not broadcast value of shape {np.shape(value)} into selection of shape {tiles.out_shape}: "
-            "give a value of the selection's shape (or one that broadcasts to it)"
+            f"Attempting to set a selection of shape {tiles.out_shape} with a value of shape {np.shape(value)}, "
+            "which does not broadcast to it: give a value of the selection's shape (or one that broadcasts to it)"
         ) from None
     if not tiles.projections:
         return
