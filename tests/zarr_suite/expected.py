@@ -111,30 +111,8 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
     return lambda name: regex.match(name) is not None
 
 
-def _negative_zero_is_stored() -> bool:
-    """Whether a chunk of -0.0 is stored against the fill value 0.0 (issue 38, point 2)."""
-    import numpy as np
-
-    import zarr_dask
-
-    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(2,), dtype="f4", chunks=(1,), fill_value=0.0)
-    a[:] = np.float32(-0.0)
-    return a.nchunks_initialized == 2
-
-
-def known_bugs() -> dict[str, str]:
-    """Bugs of zarr_dask fixed elsewhere but not here yet, found by probing (the mark goes away with the bug)."""
-    bugs = {}
-    if not _negative_zero_is_stored():
-        bugs["test_array.py::test_write_empty_chunks_negative_zero*"] = (
-            "issue 38, point 2: a chunk of -0.0 counts as empty against the fill value 0.0 (fixed on another branch)"
-        )
-    return bugs
-
-
 def categories() -> list[tuple[Callable[[str], bool], tuple[str, str]]]:
     """The rules, the documented differences first: ``(matcher, ("skip" | "xfail", reason))``."""
-    xfails = {**XFAILS, **known_bugs()}
-    return [(_matcher(p), ("xfail", r)) for p, r in xfails.items()] + [
+    return [(_matcher(p), ("xfail", r)) for p, r in XFAILS.items()] + [
         (_matcher(p), ("skip", r)) for p, r in SKIPS.items()
     ]
