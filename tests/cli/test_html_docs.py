@@ -145,3 +145,21 @@ def test_grids_that_no_intermediate_helps_are_copied_by_target_units() -> None:
     plan = plan_copy((688,), 4, src, dst, max_memory=65664, threads=4)
     (stage,) = plan.stages
     assert stage.box == (683,) and stage.memory <= 65664 // 4 and not plan.staged
+
+
+def test_fill_value_attribute_shows_decoded_not_base64(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xarray as xr
+
+    from zarr_dask.cli import main
+
+    store = str(tmp_path / "fill.zarr")
+    ds = xr.Dataset({"t": ("x", np.array([1.0, np.nan], "f4")), "m": ("x", np.array([1.0, 2.0], "f8"))})
+    ds.t.encoding["_FillValue"] = np.float32(-9999.0)
+    zarr_dask.to_zarr_dataset(ds, store)
+    t, m = zarr_dask.open_array(store, path="t"), zarr_dask.open_array(store, path="m")
+    assert t.attrs["_FillValue"] == "AAAAAICHw8A="  # stored as xarray stores it
+    assert "_FillValue&quot;: -9999.0" in array_html(t) and "AAAAAICHw8A=" not in array_html(t)
+    assert "_FillValue&quot;: &quot;NaN&quot;" in array_html(m)  # xarray's default float fill
+    assert main(["info", store, "--path", "t"]) == 0
+    text = capsys.readouterr().out
+    assert '"_FillValue": -9999.0' in text and "AAAAAICHw8A=" not in text

@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zarr_dask.core.describe import shown_attributes
 from zarr_dask.spec.layout import sharding_of
 
 __all__ = ["array_html", "group_html", "spec_html"]
@@ -139,7 +140,7 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     dims = meta.dimension_names
     if dims:
         rows.insert(1, ("Dimensions", ", ".join(str(d) for d in dims)))
-    attrs = {k: v for k, v in meta.attributes.items() if k != "_ARRAY_DIMENSIONS"}
+    attrs = {k: v for k, v in shown_attributes(meta.attributes, dtype, meta.zarr_format).items() if k != "_ARRAY_DIMENSIONS"}
     if attrs:
         rows.append(("Attributes", json.dumps(attrs, default=str)[:500]))
     return rows
