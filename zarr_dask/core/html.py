@@ -26,7 +26,7 @@ from typing import Any
 from zarr_dask.core.describe import shown_attributes
 from zarr_dask.spec.layout import sharding_of
 
-__all__ = ["array_html", "group_html", "spec_html"]
+__all__ = ["array_html", "group_html", "record_html", "spec_html"]
 
 _STYLE = (
     "<style>.zd-repr{font-family:monospace;font-size:12px}.zd-repr table{border-collapse:collapse}"
@@ -146,16 +146,54 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _fields(rows: Sequence[tuple[str, Any]]) -> str:
+    """A two-column table: a name per row, its value."""
+    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _head(kind: str, name: str, where: str | None) -> str:
+    place = f"<div class='zd-dim'>{_e(where)}</div>" if where else ""
+    return f"<b>{_e(kind)} {_e(name)}</b>{place}"
+
+
 def array_html(node: Any, kind: str = "zarr_dask.Array") -> str:
     """HTML of an array (anything with ``metadata``: a zarr_dask Array or a ZOM ArraySpec)."""
     meta = node.metadata
-    name = getattr(node, "name", "")
     chunks, shards, bounds = _layout(meta)
-    table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in _array_rows(meta))
-    where = f"<div class='zd-dim'>{_e(node.store.url)}</div>" if hasattr(node, "store") else ""
+    where = node.store.url if hasattr(node, "store") else None
     svg = _svg(tuple(meta.shape), bounds, chunks if shards is not None else None, meta.dimension_names)
-    return (f"{_STYLE}<div class='zd-repr'><b>{_e(kind)} {_e(name)}</b>{where}"
-            f"<table><tr><td><table>{table}</table></td><td>{svg}</td></tr></table></div>")  # fmt: skip
+    return (f"{_STYLE}<div class='zd-repr'>{_head(kind, getattr(node, 'name', ''), where)}"
+            f"<table><tr><td>{_fields(_array_rows(meta))}</td><td>{svg}</td></tr></table></div>")  # fmt: skip
+
+
+def record_html(
+    kind: str,
+    rows: Sequence[tuple[str, Any]],
+    *,
+    name: str = "",
+    where: str | None = None,
+    columns: Sequence[str] = (),
+    items: Sequence[Sequence[Any]] = (),
+    limit: int = 200,
+) -> str:
+    """HTML of a report object (a write plan, a ledger, a write's result) in the style of the array and group
+    reprs: its kind, where it is, a table of ``rows`` and, with ``columns``, a table of ``items`` (at most
+    ``limit`` of them shown).
+
+    Examples
+    --------
+    >>> html = record_html("zarr_dask.Thing", [("action", "create")], where="memory://x",
+    ...                    columns=["variable", "action"], items=[("t2m", "append")])
+    >>> "<th>action</th><td>create</td>" in html and "<td>t2m</td><td>append</td>" in html
+    True
+    """
+    listing = ""
+    if columns:
+        head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in item) + "</tr>" for item in items[:limit])
+        more = f"<tr><td class='zd-dim'>... {len(items) - limit} more</td></tr>" if len(items) > limit else ""
+        listing = f"<table><tr>{head}</tr>{body}{more}</table>"
+    return f"{_STYLE}<div class='zd-repr'>{_head(kind, name, where)}{_fields(rows)}{listing}</div>"
 
 
 def _label(name: str, node: Any) -> str:
