@@ -256,3 +256,14 @@ def test_a_data_type_this_installation_cannot_decode_skips_only_that_variable(mo
     (message,) = {str(w.message) for w in record}
     assert "'bf'" in message and "'bfloat16'" in message and "pip install 'zarr-dask[ml]'" in message
     assert message.count(store.url) == 1  # the store is named once
+
+
+def test_an_unreadable_v2_consolidated_entry_skips_only_that_variable():
+    store = MemoryStore()
+    zarr_dask.to_zarr_dataset(_dataset(2), store, zarr_format=2)
+    doc = json.loads(store.get(".zmetadata"))
+    doc["metadata"]["v1/.zarray"]["dtype"] = "<f3"  # no such float
+    store.set(".zmetadata", json.dumps(doc).encode())
+    with pytest.warns(SkippedVariableWarning, match=r"node '/v1': the array 'v1' was not opened.*'<f3'") as record:
+        ds = _open(store, consolidated=True)
+    assert "v0" in ds and "v1" not in ds and len(record) == 1
