@@ -38,7 +38,7 @@ def test_array_and_spec_html(memory_url: str) -> None:
                                dimension_names=["y", "x"], attributes={"units": "<K>"})  # fmt: skip
     root = _well_formed(array_html(a))
     text = " ".join(root.itertext())
-    assert "(50, 80) (2 of 20 chunks, 15.6 KiB each)" in text and "<K>" in text and "sharding_indexed(bytes, zstd)" in text
+    assert "(50, 80) (20 chunks per shard, 15.6 KiB each, 2 shards in all)" in text and "<K>" in text and "sharding_indexed(bytes, zstd)" in text
     lines = root.findall(".//line")
     assert len(lines) == 1 + 9 + 3  # one shard boundary; inner chunk lines 9 across rows and 3 across columns
     spec = zarr_dask.zom.from_store(memory_url)
@@ -50,6 +50,21 @@ def test_array_and_spec_html(memory_url: str) -> None:
     # the notebook hooks show the same
     assert a._repr_html_() == array_html(a)
     assert spec._repr_html_() == spec_html(spec) and group._repr_html_() == html
+
+
+def test_array_html_says_chunks_per_shard_and_draws_every_dimension() -> None:
+    a = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(240, 360, 720), dtype="f4", chunks=(24, 36, 36),
+                               shards=(120, 180, 180), dimension_names=["time", "lat", "lon"])  # fmt: skip
+    root = _well_formed(array_html(a))
+    text = " ".join(root.itertext())
+    assert "(120, 180, 180) (125 chunks per shard, 14.8 MiB each, 16 shards in all)" in text
+    assert "of 125" not in text
+    labels = [t.text for t in root.iter("text")]
+    assert labels == ["time: 240", "lat: 360 × lon: 720"]  # the leading dimension too, not only the last two
+    bar = root.findall(".//g")[0]
+    assert len([ln for ln in bar.iter("line") if ln.get("stroke") == "#246"]) == 1  # the shard boundary in time
+    anonymous = zarr_dask.create_array(zarr_dask.MemoryStore(), shape=(4, 5, 6, 7), dtype="i1", chunks=(2, 5, 6, 7))
+    assert [t.text for t in _well_formed(array_html(anonymous)).iter("text")] == ["dim 0: 4", "dim 1: 5", "dim 2: 6 × dim 3: 7"]
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 0, 2), (10**6, 10**6)])
@@ -130,3 +145,21 @@ def test_grids_that_no_intermediate_helps_are_copied_by_target_units() -> None:
     plan = plan_copy((688,), 4, src, dst, max_memory=65664, threads=4)
     (stage,) = plan.stages
     assert stage.box == (683,) and stage.memory <= 65664 // 4 and not plan.staged
+
+
+def test_fill_value_attribute_shows_decoded_not_base64(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xarray as xr
+
+    from zarr_dask.cli import main
+
+    store = str(tmp_path / "fill.zarr")
+    ds = xr.Dataset({"t": ("x", np.array([1.0, np.nan], "f4")), "m": ("x", np.array([1.0, 2.0], "f8"))})
+    ds.t.encoding["_FillValue"] = np.float32(-9999.0)
+    zarr_dask.to_zarr_dataset(ds, store)
+    t, m = zarr_dask.open_array(store, path="t"), zarr_dask.open_array(store, path="m")
+    assert t.attrs["_FillValue"] == "AAAAAICHw8A="  # stored as xarray stores it
+    assert "_FillValue&quot;: -9999.0" in array_html(t) and "AAAAAICHw8A=" not in array_html(t)
+    assert "_FillValue&quot;: &quot;NaN&quot;" in array_html(m)  # xarray's default float fill
+    assert main(["info", store, "--path", "t"]) == 0
+    text = capsys.readouterr().out
+    assert '"_FillValue": -9999.0' in text and "AAAAAICHw8A=" not in text

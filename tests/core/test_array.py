@@ -174,6 +174,24 @@ def test_info(zarr_format):
     assert "Chunks initialized" in repr(info)
 
 
+def test_info_shows_codecs_readably_and_group_info_counts_members(zarr_format):
+    store = zarr_dask.MemoryStore()
+    g = zarr_dask.create_group(store, zarr_format=zarr_format, attributes={"title": "t"})
+    a = g.create_array("a", shape=(8,), dtype="f4", chunks=(4,), compressors=[{"id": "zlib", "level": 3}] if zarr_format == 2 else "auto")
+    g.create_group("sub")
+    text = repr(a.info)
+    codecs = next(line for line in text.splitlines() if line.startswith("Codecs"))
+    assert "{" not in codecs  # no raw JSON
+    assert ("zlib(level=3)" if zarr_format == 2 else "bytes(endian=little) > zstd(level=0, checksum=False)") in codecs
+    info = g.info
+    assert (info.count_members, info.count_arrays, info.count_groups, info.zarr_format) == (2, 1, 1, zarr_format)
+    text = repr(info)
+    for row in ["Type                : Group", f"Zarr format         : {zarr_format}", "Read-only           : False",
+                "Store type          : MemoryStore", f"Store               : {store.url}", "Consolidated        : no",
+                "No. members         : 2", "No. arrays          : 1", "No. groups          : 1", "No. attributes      : 1"]:  # fmt: skip
+        assert row in text.splitlines(), text
+
+
 @st.composite
 def write_case(draw):
     ndim = draw(st.integers(1, 3))

@@ -241,3 +241,29 @@ def test_wrong_zarr_format_and_missing_bucket_say_so(tmp_path, s3_storage_option
     with pytest.raises(FileNotFoundError, match="the bucket 'zd-no-such-bucket-either' does not exist"):
         xr.open_dataset("s3://zd-no-such-bucket-either/x.zarr", engine="zarr_dask",
                         storage_options=s3_storage_options)  # fmt: skip
+
+
+@pytest.mark.parametrize("consolidated", [None, True, False])
+def test_a_data_type_this_installation_cannot_decode_skips_only_that_variable(monkeypatch, consolidated):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    store = MemoryStore()
+    ds = xr.Dataset({"ok": ("x", np.arange(3)), "bf": ("x", np.ones(3, dtype=ml_dtypes.bfloat16))})
+    zarr_dask.to_zarr_dataset(ds, store, consolidated=consolidated is not False)
+    monkeypatch.setitem(__import__("sys").modules, "ml_dtypes", None)  # as if not installed
+    with pytest.warns(SkippedVariableWarning) as record:
+        opened = _open(store, consolidated=consolidated)
+    assert list(opened.data_vars) == ["ok"] and opened["ok"].values.tolist() == [0, 1, 2]
+    (message,) = {str(w.message) for w in record}
+    assert "'bf'" in message and "'bfloat16'" in message and "pip install 'zarr-dask[ml]'" in message
+    assert message.count(store.url) == 1  # the store is named once
+
+
+def test_an_unreadable_v2_consolidated_entry_skips_only_that_variable():
+    store = MemoryStore()
+    zarr_dask.to_zarr_dataset(_dataset(2), store, zarr_format=2)
+    doc = json.loads(store.get(".zmetadata"))
+    doc["metadata"]["v1/.zarray"]["dtype"] = "<f3"  # no such float
+    store.set(".zmetadata", json.dumps(doc).encode())
+    with pytest.warns(SkippedVariableWarning, match=r"node '/v1': the array 'v1' was not opened.*'<f3'") as record:
+        ds = _open(store, consolidated=True)
+    assert "v0" in ds and "v1" not in ds and len(record) == 1

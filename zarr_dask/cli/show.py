@@ -1,4 +1,10 @@
-"""``zarr-dask info``, ``tree``, ``spec`` and ``consolidate``."""
+"""``zarr-dask info``, ``tree``, ``spec`` and ``consolidate``.
+
+Codecs show as one line (:func:`zarr_dask.core.describe.codecs_text`, shared with ``Array.info``):
+
+>>> codecs_text({"compressor": {"id": "zstd", "level": 3}, "filters": [{"id": "delta", "dtype": "<f4"}]})
+'delta(dtype=<f4) > zstd(level=3)'
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from typing import Any
 import zarr_dask
 from zarr_dask.cli import human, node_arguments, storage_options
 from zarr_dask.cli.repository import readable
+from zarr_dask.core.describe import codecs_text, shown_attributes
 
 __all__ = ["array_info", "codecs_text", "group_info", "register"]
 
@@ -21,35 +28,6 @@ def _open(args: argparse.Namespace) -> Iterator[zarr_dask.Array | zarr_dask.Grou
     """The node the command reads (an ``icechunk:`` URL: in a read-only session of the repository)."""
     with readable(args.url, storage_options(args.storage_options)) as (source, options):
         yield zarr_dask.open(source, path=args.path, mode="r", storage_options=options)
-
-
-def _codec(c: Any) -> str:
-    if not isinstance(c, Mapping):
-        return str(c)
-    name = c.get("name") or c.get("id")
-    conf = {k: v for k, v in (c.get("configuration") or {k: v for k, v in c.items() if k not in ("id", "name")}).items()}
-    if name == "sharding_indexed":
-        inner = " > ".join(_codec(x) for x in conf.get("codecs", []))
-        index = " > ".join(_codec(x) for x in conf.get("index_codecs", []))
-        return f"sharding_indexed(chunks {tuple(conf.get('chunk_shape', []))}: {inner}; index at {conf.get('index_location', 'end')}: {index})"
-    args = ", ".join(f"{k}={v}" for k, v in conf.items())
-    return f"{name}({args})" if args else str(name)
-
-
-def codecs_text(codecs: Any) -> str:
-    """Codec JSON (v3 list, or v2 ``{"compressor", "filters"}``) as one readable line.
-
-    Examples
-    --------
-    >>> codecs_text([{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 3}}])
-    'bytes(endian=little) > zstd(level=3)'
-    >>> codecs_text({"compressor": {"id": "blosc", "cname": "lz4"}, "filters": None})
-    'blosc(cname=lz4)'
-    """
-    if isinstance(codecs, Mapping):
-        chain = [*(codecs.get("filters") or []), *([codecs["compressor"]] if codecs.get("compressor") else [])]
-        return " > ".join(_codec(c) for c in chain) or "none"
-    return " > ".join(_codec(c) for c in codecs) or "none"
 
 
 def _scan(array: zarr_dask.Array) -> dict[str, int]:
@@ -104,7 +82,7 @@ def array_info(array: zarr_dask.Array, scan: bool = True) -> dict[str, Any]:
         "codecs": array.codecs,
         "fill_value": _json_scalar(fill),
         "dimension_names": list(array.dimension_names) if array.dimension_names is not None else None,
-        "attributes": array.attrs.asdict(),
+        "attributes": shown_attributes(array.attrs.asdict(), array.dtype, array.zarr_format),
         "nbytes": array.nbytes,
         "nchunks": array.nchunks,
     }

@@ -18,6 +18,7 @@ from zarr_dask.core.chunk_io import ChunkIO
 from zarr_dask.core.commit import check_no_incomplete_append, commit_held
 from zarr_dask.core.consolidated import create_node, refresh_consolidated
 from zarr_dask.core.create import build_array_metadata
+from zarr_dask.core.describe import codecs_text, info_text
 from zarr_dask.core.indexing import (
     DimSelection,
     chunk_projections,
@@ -88,13 +89,13 @@ class ArrayInfo:
             *([("Shard shape", self.shards)] if self.shards is not None else []),
             ("Data type", self.dtype),
             ("Fill value", self.fill_value),
-            ("Codecs", self.codecs),
+            ("Codecs", codecs_text(self.codecs)),
             ("No. bytes", f"{self.nbytes} ({_human(self.nbytes)})"),
             ("No. bytes stored", f"{self.nbytes_stored} ({_human(self.nbytes_stored)})"),
             ("Storage ratio", ratio),
             ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
         ]
-        return "\n".join(f"{k:<20}: {v}" for k, v in rows)
+        return info_text(rows)
 
 
 def _human(n: float) -> str:

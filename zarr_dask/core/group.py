@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from zarr_dask.core import nodes
@@ -17,6 +18,7 @@ from zarr_dask.core.consolidated import (
     refresh_consolidated,
     refresh_keys,
 )
+from zarr_dask.core.describe import info_text
 from zarr_dask.core.node import Node
 from zarr_dask.errors import (
     GroupNotFoundError,
@@ -32,6 +34,38 @@ from zarr_dask.store import Store, open_store
 ZarrFormat = Literal[2, 3]
 GroupMeta = GroupMetadataV2 | GroupMetadataV3 | nodes.ImplicitGroup
 NodeMeta = ArrayMetadataV2 | ArrayMetadataV3 | GroupMeta
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """What :attr:`Group.info` reports (zarr-python's ``GroupInfo`` fields, plus where the group is)."""
+
+    name: str
+    store: str
+    store_type: str
+    zarr_format: int
+    read_only: bool
+    implicit: bool
+    consolidated: bool
+    count_members: int
+    count_arrays: int
+    count_groups: int
+    attributes: int
+
+    def __repr__(self) -> str:
+        return info_text([
+            ("Name", self.name),
+            ("Type", "Group (implicit: no metadata document)" if self.implicit else "Group"),
+            ("Zarr format", self.zarr_format),
+            ("Read-only", self.read_only),
+            ("Store type", self.store_type),
+            ("Store", self.store),
+            ("Consolidated", "yes" if self.consolidated else "no"),
+            ("No. members", self.count_members),
+            ("No. arrays", self.count_arrays),
+            ("No. groups", self.count_groups),
+            ("No. attributes", self.attributes),
+        ])  # fmt: skip
 
 
 class Group(Node):
@@ -180,6 +214,26 @@ class Group(Node):
 
     def __hash__(self) -> int:
         return hash((self._store, self._path))
+
+    @property
+    def info(self) -> GroupInfo:
+        """A summary: format, store, consolidated or not, and the direct members counted (from consolidated
+        metadata, else one listing and one batched read), as zarr-python's ``Group.info``."""
+        metas = self._member_metadata(1)
+        arrays = sum(1 for m in metas.values() if nodes.is_array(m))
+        return GroupInfo(
+            name=self.name,
+            store=self._store.url,
+            store_type=type(self._store).__name__,
+            zarr_format=self.zarr_format,
+            read_only=self._store.read_only,
+            implicit=self.implicit,
+            consolidated=self._consolidated is not None,
+            count_members=len(metas),
+            count_arrays=arrays,
+            count_groups=len(metas) - arrays,
+            attributes=len(self.attrs.asdict()),
+        )
 
     # ------------------------------------------------------------------ members
     def _node(self, path: str, meta: Any) -> Array | Group:

@@ -23,9 +23,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zarr_dask.core.describe import shown_attributes
 from zarr_dask.spec.layout import sharding_of
 
-__all__ = ["array_html", "group_html", "spec_html"]
+__all__ = ["array_html", "group_html", "record_html", "spec_html"]
 
 _STYLE = (
     "<style>.zd-repr{font-family:monospace;font-size:12px}.zd-repr table{border-collapse:collapse}"
@@ -77,11 +78,8 @@ def _codecs(meta: Any) -> str:
     return ", ".join(names)
 
 
-def _svg(shape: Sequence[int], bounds: Sequence[Sequence[int]], inner: Sequence[int] | None) -> str:
-    """The last two dimensions as a rectangle with the storage units (and inner chunks) drawn in."""
-    if not shape or not all(shape):
-        return ""
-    dims = list(range(len(shape)))[-2:]
+def _panel(dims: Sequence[int], shape: Sequence[int], bounds: Sequence[Sequence[int]], inner: Sequence[int] | None) -> tuple[str, float, float]:
+    """One or two dimensions as a rectangle with the storage units (and inner chunks) drawn in: (svg, w, h)."""
     ext = [shape[d] for d in dims]
     scale = _SIZE / max(ext)
     w, h = (max(ext[-1] * scale, 8), max(ext[0] * scale, 8)) if len(dims) == 2 else (max(ext[0] * scale, 8), 12.0)
@@ -101,7 +99,26 @@ def _svg(shape: Sequence[int], bounds: Sequence[Sequence[int]], inner: Sequence[
         if len(bounds[d]) <= _MAX_LINES:
             draw(d, bounds[d], 'stroke="#246" stroke-width="1.2"')
     rect = f'<rect x="0" y="0" width="{w:.1f}" height="{h:.1f}" fill="#eef3f8" stroke="#246" stroke-width="1.5"/>'
-    return f'<svg width="{w + 2:.0f}" height="{h + 2:.0f}" style="margin:4px">{rect}{"".join(lines)}</svg>'
+    return rect + "".join(lines), w, h
+
+
+def _svg(shape: Sequence[int], bounds: Sequence[Sequence[int]], inner: Sequence[int] | None,
+         names: Sequence[Any] | None = None) -> str:
+    """Every dimension drawn with its storage units (and inner chunks): each leading dimension as a bar, the
+    last two as a rectangle, each labelled with its name and length."""
+    if not shape or not all(shape):
+        return ""
+    label = [f"{names[d]}: {n}" if names and names[d] is not None else f"dim {d}: {n}" for d, n in enumerate(shape)]
+    ndim = len(shape)
+    panels = [[d] for d in range(max(ndim - 2, 0))] + [list(range(ndim))[-2:]]
+    parts, y, width = [], 0.0, 0.0
+    for dims in panels:
+        body, w, h = _panel(dims, shape, bounds, inner)
+        text = " × ".join(label[d] for d in dims)
+        parts.append(f'<text x="0" y="{y + 10:.1f}" font-size="10" fill="#555">{_e(text)}</text>'
+                     f'<g transform="translate(1,{y + 13:.1f})">{body}</g>')  # fmt: skip
+        y, width = y + h + 19, max(width, w, 7.0 * len(text))
+    return f'<svg width="{width + 2:.0f}" height="{y:.0f}" style="margin:4px">{"".join(parts)}</svg>'
 
 
 def _array_rows(meta: Any) -> list[tuple[str, str]]:
@@ -114,7 +131,8 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     if shards is not None:
         nshards = math.prod(-(-n // s) for n, s in zip(shape, shards, strict=True))
         per = math.prod(s // max(c, 1) for s, c in zip(shards, chunks, strict=True))
-        rows.append(("Shards", f"{shards} ({nshards} of {per} chunks, {_human(math.prod(shards) * dtype.itemsize)} each)"))
+        size = _human(math.prod(shards) * dtype.itemsize)
+        rows.append(("Shards", f"{shards} ({per} chunks per shard, {size} each, {nshards} shards in all)"))
     fill = meta.fill_value
     rows += [("Zarr format", str(meta.zarr_format)), ("Codecs", _codecs(meta)),
              ("Fill value", "null" if fill is None else str(fill[()])),
@@ -122,22 +140,60 @@ def _array_rows(meta: Any) -> list[tuple[str, str]]:
     dims = meta.dimension_names
     if dims:
         rows.insert(1, ("Dimensions", ", ".join(str(d) for d in dims)))
-    attrs = {k: v for k, v in meta.attributes.items() if k != "_ARRAY_DIMENSIONS"}
+    attrs = {k: v for k, v in shown_attributes(meta.attributes, dtype, meta.zarr_format).items() if k != "_ARRAY_DIMENSIONS"}
     if attrs:
         rows.append(("Attributes", json.dumps(attrs, default=str)[:500]))
     return rows
 
 
+def _fields(rows: Sequence[tuple[str, Any]]) -> str:
+    """A two-column table: a name per row, its value."""
+    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _head(kind: str, name: str, where: str | None) -> str:
+    place = f"<div class='zd-dim'>{_e(where)}</div>" if where else ""
+    return f"<b>{_e(kind)} {_e(name)}</b>{place}"
+
+
 def array_html(node: Any, kind: str = "zarr_dask.Array") -> str:
     """HTML of an array (anything with ``metadata``: a zarr_dask Array or a ZOM ArraySpec)."""
     meta = node.metadata
-    name = getattr(node, "name", "")
     chunks, shards, bounds = _layout(meta)
-    table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in _array_rows(meta))
-    where = f"<div class='zd-dim'>{_e(node.store.url)}</div>" if hasattr(node, "store") else ""
-    svg = _svg(tuple(meta.shape), bounds, chunks if shards is not None else None)
-    return (f"{_STYLE}<div class='zd-repr'><b>{_e(kind)} {_e(name)}</b>{where}"
-            f"<table><tr><td><table>{table}</table></td><td>{svg}</td></tr></table></div>")  # fmt: skip
+    where = node.store.url if hasattr(node, "store") else None
+    svg = _svg(tuple(meta.shape), bounds, chunks if shards is not None else None, meta.dimension_names)
+    return (f"{_STYLE}<div class='zd-repr'>{_head(kind, getattr(node, 'name', ''), where)}"
+            f"<table><tr><td>{_fields(_array_rows(meta))}</td><td>{svg}</td></tr></table></div>")  # fmt: skip
+
+
+def record_html(
+    kind: str,
+    rows: Sequence[tuple[str, Any]],
+    *,
+    name: str = "",
+    where: str | None = None,
+    columns: Sequence[str] = (),
+    items: Sequence[Sequence[Any]] = (),
+    limit: int = 200,
+) -> str:
+    """HTML of a report object (a write plan, a ledger, a write's result) in the style of the array and group
+    reprs: its kind, where it is, a table of ``rows`` and, with ``columns``, a table of ``items`` (at most
+    ``limit`` of them shown).
+
+    Examples
+    --------
+    >>> html = record_html("zarr_dask.Thing", [("action", "create")], where="memory://x",
+    ...                    columns=["variable", "action"], items=[("t2m", "append")])
+    >>> "<th>action</th><td>create</td>" in html and "<td>t2m</td><td>append</td>" in html
+    True
+    """
+    listing = ""
+    if columns:
+        head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in item) + "</tr>" for item in items[:limit])
+        more = f"<tr><td class='zd-dim'>... {len(items) - limit} more</td></tr>" if len(items) > limit else ""
+        listing = f"<table><tr>{head}</tr>{body}{more}</table>"
+    return f"{_STYLE}<div class='zd-repr'>{_head(kind, name, where)}{_fields(rows)}{listing}</div>"
 
 
 def _label(name: str, node: Any) -> str:

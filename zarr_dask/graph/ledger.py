@@ -172,17 +172,35 @@ class WriteLedger:
         return {"store": self.store, "path": self.path, "complete": self.complete,
                 "entries": [e.to_json() for e in self.entries]}  # fmt: skip
 
+    def _items(self) -> list[tuple[str, str, str, str, str]]:
+        """(array, region, status, tasks, note) per journaled write, sorted."""
+        out = []
+        for e in sorted(self.entries, key=lambda e: (e.path, e.region, e.started or 0)):
+            note = f"by run {e.superseded_by}" if e.superseded_by else ""
+            if not note and e.status == "damaged":
+                note = f"unreadable record {e.key}{BEGIN}"
+            region = "[" + ", ".join(f"{a}:{b}" for a, b in e.region) + "]"
+            out.append((f"/{e.path}", region, e.status, f"{e.tasks_done} of {e.tasks} tasks", note))
+        return out
+
     def __repr__(self) -> str:
         rows = [f"WriteLedger {self.store} /{self.path}: {len(self.entries)} journaled write(s)"]
-        for e in sorted(self.entries, key=lambda e: (e.path, e.region, e.started or 0)):
-            region = ", ".join(f"{a}:{b}" for a, b in e.region)
-            row = f"  /{e.path} [{region}] {e.status} ({e.tasks_done} of {e.tasks} tasks)"
-            if e.superseded_by:
-                row += f" by run {e.superseded_by}"
-            elif e.status == "damaged":
-                row += f": unreadable record {e.key}{BEGIN}"
-            rows.append(row)
+        for path, region, status, tasks, note in self._items():
+            sep = ": " if note.startswith("unreadable") else " "
+            rows.append(f"  {path} {region} {status} ({tasks})" + (sep + note if note else ""))
         return "\n".join(rows)
+
+    def _repr_html_(self) -> str:
+        """Notebook display: a summary and a table of the journaled writes, in the style of the array and
+        group reprs."""
+        from zarr_dask.core.html import record_html
+
+        counts = {s: sum(e.status == s for e in self.entries) for s in ("done", "partial", "superseded", "damaged")}
+        rows = [("journaled writes", ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"),
+                ("complete", "yes: ready to publish" if self.complete else
+                 f"no: {len(self.unfinished)} unfinished (run them again with resume=True, or publish_ledger(..., force=True))")]  # fmt: skip
+        return record_html("zarr_dask.WriteLedger", rows, name="/" + self.path, where=self.store,
+                           columns=["array", "region", "status", "tasks", ""], items=self._items())  # fmt: skip
 
 
 def _check_not_empty(given: Any, per_array: Mapping[str, Region], ledger: WriteLedger) -> None:

@@ -227,7 +227,7 @@ class WritePlan:
                 break
         return out
 
-    def __repr__(self) -> str:
+    def _rows(self) -> list[tuple[str, str]]:
         region = ", ".join(f"{s.start}:{s.stop}" for s in self.region)
         rmw = self.partial_key_names(4)
         rows = [
@@ -246,7 +246,16 @@ class WritePlan:
         if self.skipped_tasks:
             rows.append(("resumed: skips", f"{self.skipped_tasks} of {self.tasks} writer tasks, "
                                            f"{self.skipped_keys} of {self.keys} keys"))  # fmt: skip
-        return "WritePlan\n" + "\n".join(f"  {k:<26}{v}" for k, v in rows)
+        return rows
+
+    def __repr__(self) -> str:
+        return "WritePlan\n" + "\n".join(f"  {k:<26}{v}" for k, v in self._rows())
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the same rows as ``repr``, in the style of the array and group reprs."""
+        from zarr_dask.core.html import record_html
+
+        return record_html("zarr_dask.WritePlan", self._rows()[1:], name="/" + self.path, where=self.store)
 
 
 def _edge_coords(dims: Sequence[DimPlan]) -> Iterator[tuple[int, ...]]:

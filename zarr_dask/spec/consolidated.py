@@ -218,13 +218,17 @@ def _add(flat: dict[str, NodeMetadata], path: str, node: NodeMetadata, where: st
     flat[path] = node
 
 
-def parse_consolidated_v2(obj: Any) -> ConsolidatedMetadata:
+def parse_consolidated_v2(obj: Any, *, skipped: dict[str, ZarrDaskError] | None = None) -> ConsolidatedMetadata:
     """Parse a decoded v2 ``.zmetadata`` document.
 
     The consolidating group's own ``.zgroup``/``.zattrs`` entries are ignored (as zarr-python does: they
     are read from their own documents).  zarr-python 3's extra ``consolidated_metadata`` key in nested
     ``.zgroup`` entries is tolerated, and so is the missing ``zarr_consolidated_format`` of kerchunk's parquet
     references (a ``.zmetadata`` with ``metadata`` and ``record_size``), which xarray's engine opens too.
+
+    ``skipped``: when given, an array entry that does not parse (a data type or codec this installation
+    cannot read) is recorded there under its path and left out, instead of failing the whole document
+    (readers open the other nodes and say which was left out).
 
     Raises
     ------
@@ -248,7 +252,14 @@ def parse_consolidated_v2(obj: Any) -> ConsolidatedMetadata:
         if path:
             _check_key(path, ".zmetadata")
             per_path.setdefault(path, {})[name] = value
-    nodes = {path: _v2_node(path, docs) for path, docs in per_path.items()}
+    nodes: dict[str, NodeMetadata] = {}
+    for path, docs in per_path.items():
+        try:
+            nodes[path] = _v2_node(path, docs)
+        except ZarrDaskError as e:
+            if skipped is None or ".zarray" not in docs:
+                raise
+            skipped[path] = e
     return ConsolidatedMetadata(zarr_format=2, nodes=nodes)
 
 
@@ -268,8 +279,10 @@ def _v2_node(path: str, docs: dict[str, Any]) -> NodeMetadata:
         raise prefixed(e, f"consolidated metadata entry {path!r}") from e
 
 
-def parse_consolidated_v3(obj: Any) -> ConsolidatedMetadata:
+def parse_consolidated_v3(obj: Any, *, skipped: dict[str, ZarrDaskError] | None = None) -> ConsolidatedMetadata:
     """Parse the inline v3 ``consolidated_metadata`` object of a group's ``zarr.json``.
+
+    ``skipped``: as for :func:`parse_consolidated_v2` (array entries that do not parse are recorded there).
 
     Raises
     ------
@@ -294,7 +307,14 @@ def parse_consolidated_v3(obj: Any) -> ConsolidatedMetadata:
     flat: dict[str, NodeMetadata] = {}
     for key, value in entries.items():
         path = _check_key(key, "consolidated_metadata")
-        _add(flat, path, _v3_node(path, value), "consolidated_metadata")
+        try:
+            node = _v3_node(path, value)
+        except ZarrDaskError as e:
+            if skipped is None or not (isinstance(value, dict) and value.get("node_type") == "array"):
+                raise
+            skipped[path] = e
+            continue
+        _add(flat, path, node, "consolidated_metadata")
     return ConsolidatedMetadata(zarr_format=3, nodes=flat)
 
 

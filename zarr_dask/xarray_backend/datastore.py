@@ -211,7 +211,7 @@ class ZarrDaskDataStore(AbstractDataStore):
         if errors and not variables:
             raise next(iter(errors.values()))  # nothing could be opened: xarray's error (KeyError for dims)
         for name, err in errors.items():
-            self._skip(name, err.args[0] if isinstance(err, KeyError) and err.args else str(err))
+            self._skip(name, _reason(err))
         return variables
 
     def _handle(self, name: str) -> ArrayHandle:
@@ -247,6 +247,13 @@ class ZarrDaskDataStore(AbstractDataStore):
             if "_FillValue" in attrs:
                 attrs["_FillValue"] = decode_fill_value_attr(attrs["_FillValue"], handle.dtype, vlen)
         return Variable(dims, indexing.LazilyIndexedArray(array), attrs, encoding)
+
+
+def _reason(err: Exception) -> str:
+    """Why an array was skipped, without the store and node the warning names already."""
+    if isinstance(err, ZarrDaskError):
+        return err.problem
+    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
 
 
 def _backend_array(var: Variable) -> Any:

@@ -35,6 +35,7 @@ from zarr_dask.spec import (
     GroupMetadataV3,
 )
 from zarr_dask.spec import json as zjson
+from zarr_dask.spec.consolidated import parse_consolidated_v2, parse_consolidated_v3
 from zarr_dask.spec.paths import join_path, key_prefix, normalize_path
 from zarr_dask.store import Store
 
@@ -196,6 +197,45 @@ class _Root:
     meta: NodeMeta | None
     consolidated: ConsolidatedMetadata | None
     present: bool = False  # the group has consolidated metadata (used or not)
+    skipped: dict[str, ZarrDaskError] = field(default_factory=dict)  # consolidated entries that did not parse
+
+
+def _parse_v3_group(docs: Mapping[str, bytes], path: str, store: Store, skipped: dict[str, ZarrDaskError]) -> NodeMeta | None:
+    """The node at ``path``; a group's consolidated entries that do not parse (a data type this installation
+    cannot read, such as bfloat16 without ``ml_dtypes``) go to ``skipped`` (paths from the store root)
+    instead of failing the group, as a child that does not parse does when the group is listed."""
+    try:
+        return parse_docs(docs, path, store)
+    except ZarrDaskError as err:
+        key = key_prefix(path) + "zarr.json"
+        doc = _loads_quiet(docs.get(key), key)
+        if not isinstance(doc, dict) or doc.get("node_type") != "group" or "consolidated_metadata" not in doc:
+            raise
+        found: dict[str, ZarrDaskError] = {}
+        try:
+            group = GroupMetadataV3.from_json({k: v for k, v in doc.items() if k != "consolidated_metadata"})
+            cm = parse_consolidated_v3(doc["consolidated_metadata"], skipped=found)
+        except ZarrDaskError:
+            raise err from None
+        skipped.update({join_path(path, k): e.with_context(store=store.url, path=join_path(path, k)) for k, e in found.items()})
+        return replace(group, consolidated_metadata=cm)
+
+
+def _read_v2_consolidated(store: Store, path: str, data: bytes, skipped: dict[str, ZarrDaskError]) -> ConsolidatedMetadata:
+    """The ``.zmetadata`` of ``path``, with the array entries that do not parse in ``skipped``."""
+    found: dict[str, ZarrDaskError] = {}
+    try:
+        cm = parse_consolidated_v2(zjson.loads_object(data, ".zmetadata"), skipped=found)
+    except ZarrDaskError as e:
+        raise e.with_context(store=store.url, path=path) from None
+    skipped.update({join_path(path, k): e.with_context(store=store.url, path=join_path(path, k)) for k, e in found.items()})
+    return cm
+
+
+def _rerooted(skipped: Mapping[str, ZarrDaskError], path: str) -> dict[str, ZarrDaskError]:
+    """``skipped`` (paths from the store root) relative to the group at ``path``."""
+    prefix = path + "/" if path else ""
+    return {k[len(prefix) :]: e for k, e in skipped.items() if k.startswith(prefix) and k != prefix}
 
 
 def _consolidated_from_root(root_doc: Any, path: str) -> ConsolidatedMetadata | None:
@@ -222,13 +262,14 @@ def _read_v3_root(
         own = peeker.consolidated_v3(_loads_quiet(docs.get(keys[0]), keys[0]), "")
         if not own and path:
             peeker.consolidated_v3(_loads_quiet(docs.get("zarr.json"), "zarr.json"), path + "/")
-    meta = parse_docs(docs, path, store) if keys[0] in docs else None
+    skipped: dict[str, ZarrDaskError] = {}
+    meta = _parse_v3_group(docs, path, store, skipped) if keys[0] in docs else None
     cm: ConsolidatedMetadata | None = None
     if use_consolidated:
         if isinstance(meta, GroupMetadataV3) and meta.consolidated_metadata is not None:
             cm = meta.consolidated_metadata
         elif path and "zarr.json" in docs:
-            root = parse_docs(docs, "", store)
+            root = _parse_v3_group(docs, "", store, skipped)
             if isinstance(root, GroupMetadataV3):
                 cm = _consolidated_from_root(root, path)
                 if cm is not None and meta is None:
@@ -239,7 +280,7 @@ def _read_v3_root(
     if isinstance(meta, GroupMetadataV3):
         present = present or meta.consolidated_metadata is not None
         meta = replace(meta, consolidated_metadata=None)
-    return _Root(meta=meta, consolidated=cm, present=present)
+    return _Root(meta=meta, consolidated=cm, present=present, skipped=_rerooted(skipped, path))
 
 
 def _read_v2_root(
@@ -258,14 +299,15 @@ def _read_v2_root(
             peeker.consolidated_v2(_loads_quiet(docs[".zmetadata"], ".zmetadata"), path + "/")
     meta = parse_docs(docs, path, store)
     cm: ConsolidatedMetadata | None = None
+    skipped: dict[str, ZarrDaskError] = {}
     if use_consolidated:
         if own in docs:
-            cm = nodes.read_consolidated_v2(store, path, docs[own])
+            cm = _read_v2_consolidated(store, path, docs[own], skipped)
         elif path and ".zmetadata" in docs:
-            cm = _consolidated_from_root(nodes.read_consolidated_v2(store, "", docs[".zmetadata"]), path)
+            cm = _consolidated_from_root(_read_v2_consolidated(store, "", docs[".zmetadata"], skipped), path)
     if meta is None and cm is None:
         return None
-    return _Root(meta=meta, consolidated=cm, present=own in docs)
+    return _Root(meta=meta, consolidated=cm, present=own in docs, skipped=_rerooted(skipped, path))
 
 
 # ---------------------------------------------------------------------------------------- listing walk
@@ -446,7 +488,7 @@ def load_hierarchy(
         if root is not None and root.consolidated is not None:
             assert fmt is not None
             group = root.meta if root.meta is not None else nodes.ImplicitGroup(zarr_format=fmt, attributes={})
-            return _from_consolidated(store, path, fmt, group, root.consolidated, max_depth)  # type: ignore[arg-type]
+            return _from_consolidated(store, path, fmt, group, root.consolidated, max_depth, root.skipped)  # type: ignore[arg-type]
         if consolidated is True:
             raise NodeNotFoundError(
                 "consolidated=True but no consolidated metadata was found; consolidate the store "
@@ -476,13 +518,27 @@ def load_hierarchy(
 
 
 def _from_consolidated(
-    store: Store, path: str, fmt: ZarrFormat, group: GroupMeta, cm: ConsolidatedMetadata, max_depth: int | None
+    store: Store,
+    path: str,
+    fmt: ZarrFormat,
+    group: GroupMeta,
+    cm: ConsolidatedMetadata,
+    max_depth: int | None,
+    skipped: Mapping[str, ZarrDaskError],
 ) -> Hierarchy:
-    found: dict[str, NodeMeta] = {
-        k: v for k, v in cm.nodes.items() if max_depth is None or k.count("/") < max_depth
-    }
+    def within(k: str) -> bool:
+        return max_depth is None or k.count("/") < max_depth
+
+    found: dict[str, NodeMeta] = {k: v for k, v in cm.nodes.items() if within(k)}
     return Hierarchy(
-        store=store, path=path, zarr_format=fmt, group=group, nodes=found, consolidated=True, has_consolidated=True
+        store=store,
+        path=path,
+        zarr_format=fmt,
+        group=group,
+        nodes=found,
+        skipped={k: e for k, e in skipped.items() if within(k)},
+        consolidated=True,
+        has_consolidated=True,
     )
 
 

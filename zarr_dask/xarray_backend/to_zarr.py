@@ -98,6 +98,20 @@ class DatasetWriteResult:
     metadata_keys: tuple[str, ...] = ()
     memory_store: MemoryStore | None = field(default=None, repr=False, compare=False)
 
+    def _repr_html_(self) -> str:
+        """Notebook display: the groups, the variables and what was done to each, in the style of the array
+        and group reprs."""
+        from zarr_dask.core.html import record_html
+
+        actions: dict[str, int] = {}
+        for action in self.variables.values():
+            actions[action] = actions.get(action, 0) + 1
+        rows = [("groups", ", ".join("/" + g for g in self.groups) or "-"),
+                ("variables", ", ".join(f"{n} {a}" for a, n in sorted(actions.items())) or "none"),
+                ("metadata documents", str(len(self.metadata_keys)))]  # fmt: skip
+        return record_html("zarr_dask.DatasetWriteResult", rows, where=self.store, columns=["variable", "action"],
+                           items=sorted(self.variables.items()))  # fmt: skip
+
 
 # ------------------------------------------------------------------------------------------ metadata
 def _final_nodes(state: StoreState, plans: list[GroupPlan]) -> tuple[Any, dict[str, Any]]:
