@@ -194,3 +194,20 @@ def test_errors_name_the_store_value_and_fix(kwargs: dict[str, Any], match: str)
     with pytest.raises(WritePlanError, match=match) as info:
         zarr_dask.pyramid(_source(), "memory://pyramid-bad", **kwargs)
     assert "memory://pyramid-bad" in str(info.value)
+
+
+def test_mode_w_replaces_a_deeper_pyramid_and_other_variables_are_carried(tmp_path: Path) -> None:
+    ds = xr.Dataset(
+        {"v": (("y", "x"), np.arange(64.0).reshape(8, 8)), "crs": ((), 0), "steps": ("t", [1.0, 2.0])},
+        coords={"y": np.arange(8.0), "x": np.arange(8.0)},
+        attrs={"title": "T"},
+    )
+    url = tmp_path / "p.zarr"
+    zarr_dask.pyramid(ds, url, levels=4, zarr_format=2)
+    with pytest.raises(FileExistsError, match="mode='w'"):
+        zarr_dask.pyramid(ds, url, levels=2, zarr_format=2)
+    zarr_dask.pyramid(ds, url, levels=2, mode="w", zarr_format=2)
+    assert sorted(p.name for p in url.iterdir() if not p.name.startswith(".")) == ["0", "1"]
+    level = xr.open_datatree(url, engine="zarr_dask")["1"].to_dataset()
+    assert level.attrs == {"title": "T"} and int(level.crs) == 0 and level.steps.values.tolist() == [1.0, 2.0]
+    assert level.v.shape == (4, 4)
