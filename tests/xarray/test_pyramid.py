@@ -211,3 +211,26 @@ def test_mode_w_replaces_a_deeper_pyramid_and_other_variables_are_carried(tmp_pa
     level = xr.open_datatree(url, engine="zarr_dask")["1"].to_dataset()
     assert level.attrs == {"title": "T"} and int(level.crs) == 0 and level.steps.values.tolist() == [1.0, 2.0]
     assert level.v.shape == (4, 4)
+
+
+def test_spatial_and_proj_attributes_are_carried_per_level(tmp_path: Path) -> None:
+    """The zarr-conventions ``spatial`` convention composed with ``multiscales``: each layout entry gets its
+    level's ``spatial:transform`` and ``spatial:shape``, as the convention's geospatial example shows."""
+    spatial = {"schema_url": "https://raw.githubusercontent.com/zarr-conventions/spatial/refs/tags/v1/schema.json",
+               "uuid": "689b58e2-cf7b-45e0-9fff-9cfc0883d6b4", "name": "spatial:"}  # fmt: skip
+    attrs = {"zarr_conventions": [spatial], "proj:code": "EPSG:32633", "spatial:dimensions": ["y", "x"],
+             "spatial:transform": [10.0, 0.0, 500000.0, 0.0, -10.0, 5000000.0], "spatial:shape": [13, 11]}  # fmt: skip
+    ds = _source().assign_attrs(attrs)
+    ds.v.attrs["spatial:transform"] = attrs["spatial:transform"]
+    url = tmp_path / "geo.zarr"
+    meta = zarr_dask.pyramid(ds, url, levels=3)
+    assert meta["zarr_conventions"][1] == spatial and meta["proj:code"] == "EPSG:32633"
+    layout = meta["multiscales"]["layout"]
+    assert [lv["spatial:transform"][0] for lv in layout] == [10.0, 20.0, 40.0]
+    assert layout[2]["spatial:transform"] == [40.0, 0.0, 500000.0, 0.0, -40.0, 5000000.0]
+    assert [lv["spatial:shape"] for lv in layout] == [[13, 11], [6, 5], [3, 2]]
+    tree = xr.open_datatree(url, engine="zarr_dask")
+    assert tree["2"].attrs["spatial:shape"] == [3, 2] and tree["2"].v.attrs["spatial:transform"][0] == 40.0
+    assert tree["0"].v.attrs["spatial:transform"][0] == 10.0
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(json.loads((url / "zarr.json").read_text()), json.loads(SCHEMA.read_text()))

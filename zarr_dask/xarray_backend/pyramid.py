@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal
 
 from zarr_dask.errors import WritePlanError
-from zarr_dask.xarray_backend.pyramid_meta import multiscales_attributes, ome_attributes
+from zarr_dask.xarray_backend.pyramid_meta import multiscales_attributes, ome_attributes, spatial_for_level
 from zarr_dask.xarray_backend.pyramid_reduce import METHODS, reducer
 
 __all__ = ["pyramid", "pyramid_level"]
@@ -110,7 +110,7 @@ def pyramid(
     if convention == "ome-zarr":
         attrs = ome_attributes(datasets, dims, factor, name, where)
     else:
-        attrs = multiscales_attributes(len(datasets), dims, factor, name)
+        attrs = multiscales_attributes(len(datasets), dims, factor, name, datasets)
     open_group(url, mode="r+", storage_options=storage_options).attrs.update(attrs)  # levels first, then this
     consolidate_metadata(url, storage_options=storage_options)
     return attrs
@@ -179,8 +179,19 @@ def _levels(ds: Any, where: str, dims: tuple[Hashable, ...], factor: int, method
                 f"than factor={factor}; pass levels={i} or fewer", store=where,
             )  # fmt: skip
         level = prev.coarsen(dict.fromkeys(dims, factor), boundary="trim").reduce(func)
-        out.append(_merge_blocks(level, dims, base))
+        out.append(_spatial(_merge_blocks(level, dims, base), dims, factor))
     return out
+
+
+def _spatial(ds: Any, dims: tuple[Hashable, ...], step: int) -> Any:
+    """The level with the ``spatial:transform``/``spatial:shape`` attributes it inherited from the level
+    ``step`` times finer (its own and its variables') made true for it."""
+    ds = ds.copy()  # new attribute dicts: a variable without the coarsened dimensions is shared with the level above
+    ds.attrs = spatial_for_level(ds.attrs, ds.sizes, dims, step)
+    for var in ds.variables.values():
+        if any(k.startswith("spatial:") for k in var.attrs):
+            var.attrs = spatial_for_level(var.attrs, dict(zip(var.dims, var.shape, strict=True)), dims, step)
+    return ds
 
 
 def _merge_blocks(ds: Any, dims: tuple[Hashable, ...], base: Mapping[Hashable, int]) -> Any:

@@ -11,12 +11,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from zarr_dask.errors import UnsupportedFeatureError
 
-__all__ = ["MULTISCALES_CONVENTION", "multiscales_attributes", "ome_attributes"]
+__all__ = [
+    "MULTISCALES_CONVENTION", "carried_attributes", "multiscales_attributes", "ome_attributes", "spatial_for_level",
+]  # fmt: skip
 
 #: The ``zarr_conventions`` entry of multiscales v1, exactly as its schema's constants spell it.
 MULTISCALES_CONVENTION = {
@@ -31,11 +33,15 @@ MULTISCALES_CONVENTION = {
 RESAMPLING = {"mean": "average", "nearest": "nearest", "mode": "mode", "min": "min", "max": "max"}
 
 
-def multiscales_attributes(count: int, dims: Sequence[Hashable], factor: int, method: str) -> dict[str, Any]:
+def multiscales_attributes(count: int, dims: Sequence[Hashable], factor: int, method: str,
+                           levels: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip
     """The root group's attributes: level ``i`` in child group ``"i"``, derived from ``"i - 1"`` with a scale
     of ``factor`` along each coarsened dimension (in ``dims`` order) and no translation (trimmed windows start
-    at the level's first pixel)."""
+    at the level's first pixel). Given the level datasets, their ``spatial:``/``proj:`` attributes are
+    carried: onto the root (with their ``zarr_conventions`` entries) and, per level, ``spatial:transform``
+    and ``spatial:shape`` into its layout entry."""
     n = len(dims)
+    entries, carried = carried_attributes(levels[0].attrs) if levels else ([], {})
     resampling = RESAMPLING.get(method, method)
     layout: list[dict[str, Any]] = [{"asset": "0", "transform": {"scale": [1.0] * n, "translation": [0.0] * n}}]
     for i in range(1, count):
@@ -45,9 +51,12 @@ def multiscales_attributes(count: int, dims: Sequence[Hashable], factor: int, me
             "transform": {"scale": [float(factor)] * n, "translation": [0.0] * n},
             "resampling_method": resampling,
         })  # fmt: skip
+    for entry, level in zip(layout, levels, strict=False):
+        entry.update({k: level.attrs[k] for k in ("spatial:transform", "spatial:shape") if k in level.attrs})
     return {
-        "zarr_conventions": [dict(MULTISCALES_CONVENTION)],
+        "zarr_conventions": [dict(MULTISCALES_CONVENTION), *entries],
         "multiscales": {"layout": layout, "resampling_method": resampling},
+        **carried,
     }
 
 
@@ -120,3 +129,51 @@ def ome_attributes(levels: Sequence[Any], dims: Sequence[Hashable], factor: int,
             "dims= naming the image's spatial dimensions or use convention='multiscales'", store=where,
         )  # fmt: skip
     return {"ome": {"version": "0.5", "multiscales": images}}
+
+
+#: The zarr-conventions whose attributes describe every level and are carried onto the pyramid's root.
+CARRIED_PREFIXES = ("spatial:", "proj:")
+
+
+def _spatial_dims(attrs: Mapping[str, Any], dims: Sequence[Hashable]) -> tuple[Hashable, Hashable] | None:
+    names = attrs.get("spatial:dimensions", dims)
+    return (names[0], names[1]) if len(names) == 2 else None
+
+
+def spatial_for_level(attrs: Mapping[str, Any], sizes: Mapping[Hashable, int], dims: Sequence[Hashable],
+                      step: int) -> dict[str, Any]:  # fmt: skip
+    """``attrs`` with ``spatial:transform`` and ``spatial:shape`` (the zarr-conventions ``spatial`` convention)
+    made true for a level ``step`` times coarser, whose sizes are ``sizes``; other attributes unchanged.
+
+    The pixel size grows ``step`` times; with ``"pixel"`` registration (the default) the origin (``c``, ``f``:
+    the outer corner) stays, as trimmed windows start at the first pixel; with ``"node"`` it moves to the
+    centre of the first window.
+
+    Examples
+    --------
+    >>> spatial_for_level({"spatial:transform": [10.0, 0.0, 500.0, 0.0, -10.0, 900.0], "spatial:shape": [9, 8]},
+    ...                   {"y": 4, "x": 4}, ("y", "x"), 2)
+    {'spatial:transform': [20.0, 0.0, 500.0, 0.0, -20.0, 900.0], 'spatial:shape': [4, 4]}
+    """
+    out = dict(attrs)
+    names = _spatial_dims(attrs, dims)
+    if "spatial:shape" in out and names is not None and all(n in sizes for n in names):
+        out["spatial:shape"] = [int(sizes[names[0]]), int(sizes[names[1]])]
+    transform = out.get("spatial:transform")
+    if isinstance(transform, Sequence) and len(transform) == 6:
+        a, b, c, d, e, f = (float(v) for v in transform)
+        if out.get("spatial:registration", "pixel") == "node":
+            c, f = c + (a + b) * (step - 1) / 2, f + (d + e) * (step - 1) / 2
+        out["spatial:transform"] = [a * step, b * step, c, d * step, e * step, f]
+    return out
+
+
+def carried_attributes(attrs: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The source's ``spatial:``/``proj:`` attributes and their ``zarr_conventions`` entries (all but a
+    multiscales one), for the pyramid's root."""
+    entries = [
+        dict(c) for c in attrs.get("zarr_conventions", ())
+        if isinstance(c, Mapping) and c.get("uuid") != MULTISCALES_CONVENTION["uuid"]
+        and str(c.get("name", "")).rstrip(":") in ("spatial", "proj")
+    ]  # fmt: skip
+    return entries, {k: v for k, v in attrs.items() if k.startswith(CARRIED_PREFIXES)}
