@@ -234,3 +234,18 @@ def test_spatial_and_proj_attributes_are_carried_per_level(tmp_path: Path) -> No
     assert tree["0"].v.attrs["spatial:transform"][0] == 10.0
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(json.loads((url / "zarr.json").read_text()), json.loads(SCHEMA.read_text()))
+
+
+@pytest.mark.parametrize(("method", "expected"), [("mean", [[5 / 3, np.nan]]), ("mode", [[1, -1]]), ("min", [[1, -1]])])
+def test_an_integer_fill_value_in_memory_never_enters_a_result(method: str, expected: list[list[float]]) -> None:
+    data = np.array([[1, 3, -1, -1], [-1, 1, -1, -1]], dtype="int16")
+    ds = xr.Dataset({"classes": (("y", "x"), data)})
+    ds.classes.encoding["_FillValue"] = -1
+    url = f"memory://pyramid-int-fill-{method}"
+    zarr_dask.pyramid(ds, url, levels=2, method=method)
+    level = xr.open_datatree(url, engine="zarr_dask", mask_and_scale=False)["1"]
+    if method == "mean":
+        np.testing.assert_allclose(level.classes.values, expected, rtol=1e-6)
+    else:
+        assert level.classes.dtype == np.int16 and level.classes.attrs["_FillValue"] == -1
+        np.testing.assert_array_equal(level.classes.values, expected)

@@ -53,8 +53,10 @@ def pyramid(
     method
         ``"mean"`` (NaN ignored), ``"nearest"`` (the first value of each window), ``"mode"`` (the most
         frequent value, ties: the smallest; for class maps), ``"min"``, ``"max"`` (NaN ignored), or a function
-        ``f(array, axis=tuple)`` applied as ``xarray.Dataset.coarsen().reduce(f)`` applies it. Fill values are
-        NaN once decoded, so they never average into data. Edges that do not divide by ``factor`` are trimmed
+        ``f(array, axis=tuple)`` applied as ``xarray.Dataset.coarsen().reduce(f)`` applies it. Fill values
+        never enter a result: decoded ones are NaN, and integer variables with a ``_FillValue`` encoding are
+        masked first (the picking methods keep their type and give the fill value back where a window held
+        nothing else; ``mean`` gives NaN). Edges that do not divide by ``factor`` are trimmed
         (``boundary="trim"``): a level covers whole windows only. Coordinates of a coarser level are the mean
         of their window's (the window's centre).
     convention
@@ -178,9 +180,31 @@ def _levels(ds: Any, where: str, dims: tuple[Hashable, ...], factor: int, method
                 f"level {i} cannot be made: level {i - 1} has {prev.sizes[small[0]]} along {small[0]!r}, less "
                 f"than factor={factor}; pass levels={i} or fewer", store=where,
             )  # fmt: skip
-        level = prev.coarsen(dict.fromkeys(dims, factor), boundary="trim").reduce(func)
+        level = _coarsen(prev, out[0], dims, factor, func, method)
         out.append(_spatial(_merge_blocks(level, dims, base), dims, factor))
     return out
+
+
+#: The methods whose result is one of the window's values: integers keep their type (and fill value).
+_PICKING = ("nearest", "mode", "min", "max")
+
+
+def _coarsen(prev: Any, top: Any, dims: tuple[Hashable, ...], factor: int, func: Any, method: Any) -> Any:
+    """One level coarser. Integer variables with a ``_FillValue`` in level 0's encoding (not decoded to NaN,
+    as an in-memory dataset's are) are masked first, so the fill value never enters a window's result; the
+    picking methods then give it back where a window held nothing else, in the integer type."""
+    fills = {
+        name: top[name].encoding["_FillValue"] for name, var in prev.data_vars.items()
+        if var.dtype.kind in "iub" and name in top and top[name].encoding.get("_FillValue") is not None
+        and any(d in var.dims for d in dims)
+    }  # fmt: skip
+    masked = prev.assign({name: prev[name].where(prev[name] != fill) for name, fill in fills.items()})
+    level = masked.coarsen(dict.fromkeys(dims, factor), boundary="trim").reduce(func)
+    if method in _PICKING:
+        level = level.assign({
+            name: level[name].fillna(fill).astype(prev[name].dtype) for name, fill in fills.items()
+        })  # fmt: skip
+    return level
 
 
 def _spatial(ds: Any, dims: tuple[Hashable, ...], step: int) -> Any:
