@@ -150,6 +150,7 @@ def test_ome_zarr_metadata_has_the_required_structure(tmp_path: Path) -> None:
     assert image["axes"] == [{"name": "t", "type": "time"}, {"name": "y", "type": "space"},
                              {"name": "x", "type": "space"}]  # fmt: skip
     assert [d["path"] for d in image["datasets"]] == ["0/v", "1/v", "2/v"]
+    assert dict(zarr_dask.pyramid_level(url, max_pixels=30).sizes) == {"t": 2, "y": 6, "x": 5}
     for i, d in enumerate(image["datasets"]):
         scale, translation = d["coordinateTransformations"]
         assert scale == {"type": "scale", "scale": [1.0, 10.0 * 2**i, 5.0 * 2**i]}
@@ -179,6 +180,11 @@ def test_pyramid_level_picks_by_resolution_or_pixels() -> None:
 def test_default_levels_halve_until_one_chunk() -> None:
     meta = zarr_dask.pyramid(_source(), "memory://pyramid-default", chunks={"y": 4, "x": 4})
     assert len(meta["multiscales"]["layout"]) == 3  # 13 x 11, 6 x 5, 3 x 2 (fits a 4 x 4 chunk)
+    in_memory = xr.Dataset({"v": (("y", "x"), np.zeros((1100, 600), dtype="uint8"))})
+    meta = zarr_dask.pyramid(in_memory, "memory://pyramid-default-tile", method="nearest")
+    assert len(meta["multiscales"]["layout"]) == 3  # 1100 x 600, 550 x 300, 275 x 150 (fits 512 x 512)
+    tree = xr.open_datatree("memory://pyramid-default-tile", engine="zarr_dask")
+    assert tree["0"].v.encoding["chunks"] == (512, 512) and tree["2"].v.encoding["chunks"] == (275, 150)
 
 
 @pytest.mark.parametrize(

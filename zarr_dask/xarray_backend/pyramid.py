@@ -20,6 +20,9 @@ __all__ = ["pyramid", "pyramid_level"]
 
 Convention = Literal["multiscales", "ome-zarr"]
 
+#: The chunk size along a coarsened dimension when neither ``chunks=`` nor the source gives one.
+TILE = 512
+
 
 def pyramid(
     source: Any,
@@ -64,7 +67,8 @@ def pyramid(
         declaration; ``"ome-zarr"``: OME-Zarr 0.5 ``ome.multiscales`` (Zarr v3; one entry per data variable).
     chunks, shards
         ``{dim: size}`` of the storage chunks (and shards) along ``dims`` (default: the source's chunks),
-        kept in pixels at every level and clipped to a level smaller than them.
+        kept in pixels at every level and clipped to a level smaller than them; 512 where the source has no
+        chunks (in memory).
     storage_options
         fsspec options of ``url`` (and of ``source`` when it is a URL).
     mode
@@ -141,19 +145,19 @@ def _check_arguments(ds: Any, where: str, dims: tuple[Hashable, ...], factor: in
 
 def _base_chunks(ds: Any, dims: tuple[Hashable, ...], chunks: Mapping[Hashable, int] | None) -> dict[Hashable, int]:
     """Level 0's chunk size along each coarsened dimension: ``chunks``, else the source's (encoding, then dask
-    blocks), else the whole dimension."""
-    out = {d: int(ds.sizes[d]) for d in dims}
+    blocks), else :data:`TILE` (clipped to the dimension)."""
+    found: dict[Hashable, int] = {}
     for var in ds.data_vars.values():
         enc = var.encoding.get("chunks")
         for i, d in enumerate(var.dims):
-            if d not in out:
+            if d not in dims:
                 continue
             if enc is not None:
-                out[d] = min(out[d], int(enc[i]))
+                found[d] = min(found.get(d, enc[i]), int(enc[i]))
             elif var.chunks is not None:
-                out[d] = min(out[d], int(var.chunks[i][0]))
-    out.update({d: int(v) for d, v in (chunks or {}).items() if d in out})
-    return out
+                found[d] = min(found.get(d, var.chunks[i][0]), int(var.chunks[i][0]))
+    found.update({d: int(v) for d, v in (chunks or {}).items() if d in dims})
+    return {d: min(found.get(d, TILE), int(ds.sizes[d])) for d in dims}
 
 
 def _default_levels(ds: Any, dims: tuple[Hashable, ...], factor: int, base: Mapping[Hashable, int]) -> int:
@@ -269,8 +273,9 @@ def pyramid_level(
     tree_or_url
         A DataTree read from a pyramid, or its path/URL (opened with ``engine="zarr_dask"``).
     resolution
-        The pixel size wanted, in the units of the coordinates along ``dims`` (one number, or ``{dim: size}``);
-        the finest level when even it is coarser.
+        The pixel size wanted, in the units of the coordinates along ``dims`` (level-0 pixels along a
+        dimension without a coordinate; one number, or ``{dim: size}``); the finest level when even it is
+        coarser.
     max_pixels
         The most pixels (the product of the sizes along ``dims``); the coarsest level when none is that small.
     dims
