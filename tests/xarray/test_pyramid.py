@@ -255,3 +255,14 @@ def test_an_integer_fill_value_in_memory_never_enters_a_result(method: str, expe
     else:
         assert level.classes.dtype == np.int16 and level.classes.attrs["_FillValue"] == -1
         np.testing.assert_array_equal(level.classes.values, expected)
+
+
+def test_a_sharded_source_keeps_its_shards_at_every_level(tmp_path: Path) -> None:
+    ds = xr.Dataset({"v": (("t", "y", "x"), np.arange(2 * 20 * 16.0).reshape(2, 20, 16))})
+    ds.v.encoding.update(chunks=(1, 4, 4), shards=(2, 8, 8))
+    zarr_dask.to_zarr_dataset(ds, tmp_path / "src.zarr")
+    zarr_dask.pyramid(str(tmp_path / "src.zarr"), tmp_path / "p.zarr", levels=3)
+    tree = xr.open_datatree(tmp_path / "p.zarr", engine="zarr_dask")
+    got = [(tree[str(i)].v.encoding["chunks"], tree[str(i)].v.encoding["shards"]) for i in range(3)]
+    assert got == [((1, 4, 4), (2, 8, 8)), ((1, 4, 4), (2, 8, 8)), ((1, 4, 4), (2, 8, 4))]
+    xr.testing.assert_identical(tree["0"].to_dataset().compute(), ds)

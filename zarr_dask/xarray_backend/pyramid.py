@@ -66,7 +66,8 @@ def pyramid(
         ``"multiscales"``: the zarr-conventions ``multiscales`` attribute (v1) and its ``zarr_conventions``
         declaration; ``"ome-zarr"``: OME-Zarr 0.5 ``ome.multiscales`` (Zarr v3; one entry per data variable).
     chunks, shards
-        ``{dim: size}`` of the storage chunks (and shards) along ``dims`` (default: the source's chunks),
+        ``{dim: size}`` of the storage chunks (and shards) along ``dims`` (default: the source's chunks and
+        shards),
         kept in pixels at every level and clipped to a level smaller than them; 512 where the source has no
         chunks (in memory).
     storage_options
@@ -236,7 +237,9 @@ def _merge_blocks(ds: Any, dims: tuple[Hashable, ...], base: Mapping[Hashable, i
 def _with_encoding(ds: Any, dims: tuple[Hashable, ...], base: Mapping[Hashable, int],
                    shards: Mapping[Hashable, int] | None, top: Any) -> Any:  # fmt: skip
     """The level with each data variable's storage chunks (and shards) along ``dims``: the base chunk in
-    pixels, clipped to the level (other dimensions: level 0's chunks, else dask blocks); other encoding (compressors, CF keys) as level 0's where the type is kept."""
+    pixels, clipped to the level (other dimensions: level 0's chunks, else dask blocks); shards of ``shards``
+    (else level 0's) pixels, a whole number of chunks clipped to the level; other encoding (compressors, CF
+    keys) as level 0's where the type is kept."""
     ds = ds.copy()
     for name, var in ds.data_vars.items():
         src = top[name]
@@ -248,11 +251,16 @@ def _with_encoding(ds: Any, dims: tuple[Hashable, ...], base: Mapping[Hashable, 
         chunk = [min(base[d], n) if d in base else min(int(old[i]) if old else n, n) for i, (d, n) in
                  enumerate(sizes.items())]  # fmt: skip
         enc["chunks"] = tuple(max(c, 1) for c in chunk)
-        if shards:
+        old_shards = src.encoding.get("shards")
+        want = dict(shards) if shards else {}
+        if old_shards and not want:
+            want = {d: int(old_shards[i]) for i, d in enumerate(src.dims) if d in dims}
+        if want or old_shards:
             enc["shards"] = tuple(
-                c * min(max(1, shards.get(d, c) // c), math.ceil(n / c)) if d in shards else c
-                for c, (d, n) in zip(enc["chunks"], sizes.items(), strict=True)
-            )
+                c * min(max(1, want[d] // c), math.ceil(n / c)) if d in want
+                else int(old_shards[i]) if old_shards and d not in dims else c
+                for i, (c, (d, n)) in enumerate(zip(enc["chunks"], sizes.items(), strict=True))
+            )  # fmt: skip
         var.encoding = enc
     return ds
 
