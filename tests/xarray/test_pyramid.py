@@ -160,10 +160,16 @@ def test_ome_zarr_metadata_has_the_required_structure(tmp_path: Path) -> None:
         assert arr.ndim == len(image["axes"])
 
 
-def test_ome_zarr_refuses_axes_it_cannot_describe() -> None:
+def test_ome_zarr_refuses_axes_it_cannot_describe_before_writing(tmp_path: Path) -> None:
     ds = _source().transpose("y", "x", "t")
     with pytest.raises(UnsupportedFeatureError, match=r"variable 'v'.*transpose"):
-        zarr_dask.pyramid(ds, "memory://pyramid-ome-bad", levels=2, convention="ome-zarr")
+        zarr_dask.pyramid(ds, tmp_path / "ome.zarr", levels=2, convention="ome-zarr")
+    assert not (tmp_path / "ome.zarr").exists()
+
+
+def test_updating_a_pyramid_is_refused_not_faked() -> None:
+    with pytest.raises(UnsupportedFeatureError, match=r"mode='a'.*not implemented yet.*mode='w'"):
+        zarr_dask.pyramid(_source(), "memory://pyramid-append", levels=2, mode="a")  # type: ignore[arg-type]
 
 
 def test_pyramid_level_picks_by_resolution_or_pixels() -> None:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal
 
-from zarr_dask.errors import WritePlanError
+from zarr_dask.errors import UnsupportedFeatureError, WritePlanError
 from zarr_dask.xarray_backend.pyramid_meta import multiscales_attributes, ome_attributes, spatial_for_level
 from zarr_dask.xarray_backend.pyramid_reduce import METHODS, reducer
 
@@ -105,26 +105,31 @@ def pyramid(
         source = xr.open_dataset(source, engine="zarr_dask", chunks={}, storage_options=storage_options)
     where = str(url)
     dims = tuple(dims)
-    _check_arguments(source, where, dims, factor, method, convention, zarr_format)
+    _check_arguments(source, where, dims, factor, method, convention, zarr_format, mode)
     base = _base_chunks(source, dims, chunks)
     count = levels if levels is not None else _default_levels(source, dims, factor, base)
     datasets = _levels(source, where, dims, factor, method, count, base)
     tree = xr.DataTree.from_dict({str(i): _with_encoding(ds, dims, base, shards, datasets[0]) for i, ds in
                                   enumerate(datasets)})
-    fmt = 3 if convention == "ome-zarr" else zarr_format
-    to_zarr_datatree(tree, url, mode=mode, zarr_format=fmt, storage_options=storage_options)
     name = method if isinstance(method, str) else getattr(method, "__name__", "custom")
-    if convention == "ome-zarr":
+    if convention == "ome-zarr":  # before anything is written: it may refuse the dataset's axes
         attrs = ome_attributes(datasets, dims, factor, name, where)
     else:
         attrs = multiscales_attributes(len(datasets), dims, factor, name, datasets)
+    fmt = 3 if convention == "ome-zarr" else zarr_format
+    to_zarr_datatree(tree, url, mode=mode, zarr_format=fmt, storage_options=storage_options)
     open_group(url, mode="r+", storage_options=storage_options).attrs.update(attrs)  # levels first, then this
     consolidate_metadata(url, storage_options=storage_options)
     return attrs
 
 
 def _check_arguments(ds: Any, where: str, dims: tuple[Hashable, ...], factor: int, method: Any,
-                     convention: str, zarr_format: int | None) -> None:  # fmt: skip
+                     convention: str, zarr_format: int | None, mode: str) -> None:  # fmt: skip
+    if mode not in ("w", "w-"):
+        raise UnsupportedFeatureError(
+            f"mode={mode!r}: a pyramid is written whole, with mode='w-' (create) or 'w' (replace); updating one "
+            "after an append to level 0 is not implemented yet: write it again with mode='w'", store=where,
+        )  # fmt: skip
     missing = [d for d in dims if d not in ds.dims]
     if missing:
         raise WritePlanError(
