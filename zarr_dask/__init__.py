@@ -41,6 +41,8 @@ _LAZY = {
     "publish_ledger": "zarr_dask.graph",
     "to_zarr_dataset": "zarr_dask.xarray_backend.to_zarr",
     "to_zarr_datatree": "zarr_dask.xarray_backend.datatree",
+    "pyramid": "zarr_dask.xarray_backend.pyramid",
+    "pyramid_level": "zarr_dask.xarray_backend.pyramid",
     "Limits": "zarr_dask.spec.limits",
     "get_limits": "zarr_dask.spec.limits",
     "set_limits": "zarr_dask.spec.limits",
@@ -81,6 +83,8 @@ if TYPE_CHECKING:
     from zarr_dask.store import Store as Store
     from zarr_dask.store import open_store as open_store
     from zarr_dask.xarray_backend.datatree import to_zarr_datatree as to_zarr_datatree
+    from zarr_dask.xarray_backend.pyramid import pyramid as pyramid
+    from zarr_dask.xarray_backend.pyramid import pyramid_level as pyramid_level
     from zarr_dask.xarray_backend.to_zarr import to_zarr_dataset as to_zarr_dataset
     from zarr_dask.zom import ArraySpec as ArraySpec
     from zarr_dask.zom import GroupSpec as GroupSpec
