@@ -128,8 +128,10 @@ def decide(
     if began is None:
         return Decision(top=top, journal=fresh)
     if start == list(shape) and began.get("lease") and previous.get("owner") == began.get("lease"):
-        done = journal.listed(store, fresh.prefix) if members else journal.done_tasks(store, fresh.prefix)
-        return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=done))
+        if members:
+            return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=journal.listed(store, fresh.prefix)))
+        digests = journal.done_tasks(store, fresh.prefix)
+        return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=frozenset(digests), digests=digests))
     if start == list(shape):
         why = (
             "another append held the array's lease since this run died (or the lease was removed), and may have "
@@ -191,8 +193,8 @@ def member(parent: Journal, name: str) -> tuple[Journal, bool]:
     """
     head = f"{name}/"
     names = [n[len(head) :] for n in parent.done if n.startswith(head)]
-    tasks = frozenset(n[len(journal.RECEIPTS) + 1 :] for n in names if n.startswith(journal.RECEIPTS + "/"))
-    child = dataclasses.replace(parent, prefix=parent.prefix + head, done=tasks, begun=True)
+    digests = journal.receipts(n[len(journal.RECEIPTS) + 1 :] for n in names if n.startswith(journal.RECEIPTS + "/"))
+    child = dataclasses.replace(parent, prefix=parent.prefix + head, done=frozenset(digests), digests=digests, begun=True)
     return child, parent.resumed and COMPLETE in names
 
 
