@@ -19,7 +19,7 @@ from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease, Fence, lease_key, parse_lease
 from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError
-from zarr_dask.graph import resume_append
+from zarr_dask.graph import resume_append, witness
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.inputs import locate
@@ -184,8 +184,10 @@ def _append_resumable(
         check_no_incomplete_append(store, array.path, array.metadata)
         target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
         ax = operator.index(axis) % array.ndim
-        run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume)
+        inputs = witness.of(arr)
+        run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, inputs)
         decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
+        resume_append.check_inputs(store, array.path, decision, inputs, resume)
         resume_append.log_decision(store, array.path, decision)
         if decision.landed is not None:
             if decision.void is not None:
@@ -193,7 +195,8 @@ def _append_resumable(
             lease.release()
             return decision.landed if compute else _delayed_shape(decision.landed)
         plan = make_plan(arr, target)
-        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, plan.tasks, plan.keys)
+        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, plan.tasks, plan.keys,
+                            inputs=inputs.record())  # fmt: skip
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token,
                       resumed=decision.journal)  # fmt: skip
         if compute:
@@ -257,13 +260,16 @@ def explain_append(
     if not resume:
         return plan
     ax = operator.index(axis) % array.ndim
-    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume)
+    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, witness.of(arr))
     holder = parse_lease(array.store.get(lease_key(array.path)))
     decision = resume_append.decide(array.store, array.path, run, holder, array.shape, ax)
     if decision.landed is not None:  # nothing left to do
         return plan.skipping(frozenset(task_name(i) for i in _task_grid(plan)))
     assert decision.journal is not None
-    return plan.skipping(decision.journal.done)
+    found = decision.journal
+    if found.resumed:
+        found, _ = witness.standing(array.store, array.path, plan, found, target.handle.io.chunk_key)
+    return plan.skipping(found.done)
 
 
 def _task_grid(plan: WritePlan) -> list[tuple[int, ...]]:
