@@ -87,10 +87,15 @@ class Witness:
         return _digest(f"{k}={v}" for k, v in sorted(self.sources.items()))
 
 
-def of(arr: Any) -> Witness:
-    """The witness of what the dask array ``arr`` reads: one listing per source array."""
-    handles, foreign = _sources(arr)
-    sources = {f"{h.store.url} /{h.path}": listing_digest(h.store, h.path) for h in handles}
+def of(*arrays: Any) -> Witness:
+    """The witness of what the dask arrays read: one listing per source array."""
+    handles: dict[str, ArrayHandle] = {}
+    foreign: list[str] = []
+    for arr in arrays:
+        found, more = _sources(arr)
+        handles.update((f"{h.store.url} /{h.path}", h) for h in found)
+        foreign.extend(more)
+    sources = {label: listing_digest(h.store, h.path) for label, h in handles.items()}
     return Witness(sources=sources, unwitnessed=tuple(sorted(set(foreign))))
 
 

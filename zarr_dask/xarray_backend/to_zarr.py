@@ -606,7 +606,7 @@ def execute_in_turn(
         if resume and identity is not None:
             run = dataset_journal.run_id(identity, store, path, resume)
             state, plans, found = dataset_journal.prepare(
-                store, path, run, plan, lambda st, pl: metadata_documents(st, pl, consolidated)[0], resume
+                store, path, run, plan, lambda st, pl: metadata_documents(st, pl, consolidated)[0], resume, identity
             )
         else:
             state, plans = plan()
