@@ -281,3 +281,53 @@ def test_icechunk_refusal_comes_before_the_journal(tmp_path: Path) -> None:
         zarr_dask.to_zarr(da.ones(10, chunks=5), session.store, component="a", resume=True)
     with pytest.raises(UnsupportedFeatureError, match="Icechunk session"):
         zarr_dask.to_zarr(da.ones(10, chunks=5), session.store, component="a", mode="w", resume=True)
+
+
+def _killed_child_then_source_rewritten(tmp_path: Path, exit_at: int, rewrite: bool) -> None:
+    """The job in a child process that exits (``os._exit``) on its ``exit_at``-th block; the source is
+    rewritten (or not) before the same write runs again here."""
+    from tests.graph.test_resume import start_job
+
+    src, out, counter = str(tmp_path / "src.zarr"), tmp_path / "out.zarr", tmp_path / "count"
+    _write_source(src, _values(20))
+    child = start_job(out, counter, "from-source", ZD_RESUME_SOURCE=src, ZD_RESUME_EXIT_AT=str(exit_at),
+                      ZD_RESUME_SLEEP="0")  # fmt: skip
+    assert child.wait(timeout=240) == 17
+    done = {p.name.split(".")[0] for p in out.glob(f"{JOURNAL_DIR}/*/t/*")}
+    assert len(done) < 12
+    if rewrite:
+        _write_source(src, _values(21))
+    before = len(job.calls(str(counter)))
+    x = zarr_dask.from_zarr(src, chunks=CHUNKS).map_blocks(job.expensive, str(counter), dtype="f8")
+    with dask.config.set(scheduler="threads", num_workers=2):
+        zarr_dask.to_zarr(x, str(out), chunks=CHUNKS, resume=True)
+    again = job.calls(str(counter))[before:]
+    if rewrite:
+        assert sorted(again) == list(range(12))
+    else:
+        assert not {str(b) for b in again} & done
+    np.testing.assert_array_equal(_read(str(out), {}), _values(21 if rewrite else 20) * 3 + 1)
+
+
+@pytest.mark.parametrize("rewrite", [True, False])
+def test_child_killed_then_source_rewritten(tmp_path: Path, rewrite: bool) -> None:
+    _killed_child_then_source_rewritten(tmp_path, 6, rewrite)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_child_killed_at_random_points_then_source_rewritten(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    _killed_child_then_source_rewritten(tmp_path, rng.randint(2, 11), rewrite=bool(seed % 2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_unkind_cases_at_random_points(where: Any, seed: int) -> None:
+    """Full size: sources rewritten, keys deleted, metadata deleted, at random kill points."""
+    def under(tag: str) -> Any:
+        return lambda name: where(f"{tag}-{name}")
+
+    test_source_rewritten_between_kill_and_resume_starts_over(under("rewritten"), seed)
+    test_deleted_and_replaced_chunks_are_written_again(under("keys"))
+    test_deleted_metadata_is_written_again(under("meta"))
