@@ -283,6 +283,18 @@ def test_icechunk_refusal_comes_before_the_journal(tmp_path: Path) -> None:
         zarr_dask.to_zarr(da.ones(10, chunks=5), session.store, component="a", mode="w", resume=True)
 
 
+def test_in_place_update_resumes(tmp_path: Path) -> None:
+    """A write that reads what it writes (an in-place update) does not witness its own target: its first run
+    changed it. Resumed, every element is updated exactly once."""
+    a = str(tmp_path / "a.zarr")
+    _write_source(a, _values(30))
+    _kill(a, a, "inplace", 6, resume=True, region=(slice(0, SHAPE[0]),))
+    _failing("inplace", 0)
+    with dask.config.set(scheduler="sync"):
+        zarr_dask.to_zarr(_job(a, "inplace"), a, region=(slice(0, SHAPE[0]),), resume=True)
+    np.testing.assert_array_equal(_read(a, {}), _values(30) * 3 + 1)
+
+
 def _killed_child_then_source_rewritten(tmp_path: Path, exit_at: int, rewrite: bool) -> None:
     """The job in a child process that exits (``os._exit``) on its ``exit_at``-th block; the source is
     rewritten (or not) before the same write runs again here."""

@@ -184,7 +184,7 @@ def _append_resumable(
         check_no_incomplete_append(store, array.path, array.metadata)
         target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
         ax = operator.index(axis) % array.ndim
-        inputs = witness.of(arr)
+        inputs = witness.of(arr, target=array)
         run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, inputs)
         decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
         resume_append.check_inputs(store, array.path, decision, inputs, resume)
@@ -260,7 +260,7 @@ def explain_append(
     if not resume:
         return plan
     ax = operator.index(axis) % array.ndim
-    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, witness.of(arr))
+    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, witness.of(arr, target=array))
     holder = parse_lease(array.store.get(lease_key(array.path)))
     decision = resume_append.decide(array.store, array.path, run, holder, array.shape, ax)
     if decision.landed is not None:  # nothing left to do

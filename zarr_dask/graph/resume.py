@@ -106,7 +106,7 @@ def _check_inputs(
     starts over (``resumed=False``, ``restart``), or raises for a named run that would not start over anyway
     (``starts_over``: the target's action; an overwrite starts over)."""
     h = target.handle
-    seen = witness.of(arr)
+    seen = witness.of(arr, target=h)
     found = dataclasses.replace(found, witness=seen.record())
     if not found.resumed:
         return found

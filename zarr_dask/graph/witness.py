@@ -87,14 +87,18 @@ class Witness:
         return _digest(f"{k}={v}" for k, v in sorted(self.sources.items()))
 
 
-def of(*arrays: Any) -> Witness:
-    """The witness of what the dask arrays read: one listing per source array."""
+def of(*arrays: Any, target: Any = None) -> Witness:
+    """The witness of what the dask arrays read: one listing per source array; ``target``: the handle of the
+    array written, left out (a write that reads what it writes -- an in-place update, an append of its own
+    last rows -- changes it itself)."""
     handles: dict[str, ArrayHandle] = {}
     foreign: list[str] = []
     for arr in arrays:
         found, more = _sources(arr)
         handles.update((f"{h.store.url} /{h.path}", h) for h in found)
         foreign.extend(more)
+    if target is not None:
+        handles.pop(f"{target.store.url} /{target.path}", None)
     sources = {label: listing_digest(h.store, h.path) for label, h in handles.items()}
     return Witness(sources=sources, unwitnessed=tuple(sorted(set(foreign))))
 
