@@ -100,3 +100,29 @@ def test_named_tree_run_with_other_inputs(tmp_path: Path) -> None:
         zarr_dask.to_zarr_datatree(tree(0), out, mode="w", encoding={"/a": ENC}, resume="tree-1")
     got = xr.open_datatree(out, engine="zarr_dask")
     np.testing.assert_array_equal(got["a"].v.values, _values(7) * 3 + 1)
+
+
+def test_daily_dataset_append_of_a_rewritten_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daily pattern for datasets: each day's ``latest.zarr`` (same coordinates, same shape) appended once,
+    also when a day's job dies and runs again."""
+    monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
+    latest, archive = str(tmp_path / "latest.zarr"), str(tmp_path / "archive.zarr")
+
+    def day(key: str, fail_at: int) -> xr.Dataset:
+        job.STATE[key] = {"fail_at": fail_at, "seen": []}
+        v = zarr_dask.from_zarr(latest, chunks=CHUNKS).map_blocks(job.flaky, key, 1.0, dtype="f8")
+        return xr.Dataset({"v": (("t", "x"), v)})
+
+    _deliver(latest, 0, {})
+    with dask.config.set(scheduler="sync"):
+        zarr_dask.to_zarr_dataset(day("d0", 0), archive, mode="w", encoding=ENC)
+    for d in (1, 2, 3):
+        _deliver(latest, d, {})
+        with dask.config.set(scheduler="sync"):
+            if d == 2:
+                with pytest.raises(Dies):
+                    zarr_dask.to_zarr_dataset(day("dd", 5), archive, append_dim="t", resume=True)
+            zarr_dask.to_zarr_dataset(day("dd", 0), archive, append_dim="t", resume=True)
+            zarr_dask.to_zarr_dataset(day("dd", 0), archive, append_dim="t", resume=True)  # run again: landed
+    got = xr.open_dataset(archive, engine="zarr_dask").v.values
+    np.testing.assert_array_equal(got, np.concatenate([_values(d) for d in range(4)]))

@@ -212,7 +212,7 @@ def prepare(
     check_resumable(store)
     prefix = journal.journal_prefix(path, run)
     record = journal.read_begin(store, prefix)
-    inputs = witness.of(*_dask_data(identity))
+    inputs = witness.of(*dask_data(identity))
     if record is not None and record.get("run") == run:
         _check_inputs(store, path, run, record, inputs, resume, identity)
         found = _resumable(store, plan, documents, record, resume, inputs)
@@ -229,7 +229,7 @@ def prepare(
     return state, plans, DatasetJournal(prefix=prefix, run=run, resumed=False, record=record)
 
 
-def _dask_data(identity: Any) -> list[Any]:
+def dask_data(identity: Any) -> list[Any]:
     """The dask arrays of the dataset (or the tree's datasets) a run id is a token of."""
     if not identity:
         return []
