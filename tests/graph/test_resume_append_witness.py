@@ -119,3 +119,16 @@ def test_deleted_chunk_of_a_dead_append_is_written_again(where: Any) -> None:
     assert _append(latest, archive, opts, "d2") == (2 * ROWS, COLS)
     assert done[0] in job.STATE["d2"]["seen"]
     np.testing.assert_array_equal(zarr_dask.open_array(archive, **opts)[:], np.concatenate([_day(0), _day(1)]))
+
+
+def test_landed_append_whose_array_was_deleted_appends_again(where: Any) -> None:
+    """A resume never reports success over nothing: the archive deleted after an append landed, the same call
+    again appends (into the array it creates) instead of answering "landed"."""
+    latest, opts = where("latest.zarr")
+    archive, _ = where("archive.zarr")
+    _deliver(latest, 1, opts)
+    zarr_dask.to_zarr(da.from_array(_day(0), chunks=CH), archive, chunks=CH, **opts)
+    assert _append(latest, archive, opts, "g1") == (2 * ROWS, COLS)
+    open_store(archive, **opts).delete("zarr.json")
+    assert _append(latest, archive, opts, "g1") == (ROWS, COLS)
+    np.testing.assert_array_equal(zarr_dask.open_array(archive, **opts)[:], _day(1))

@@ -8,6 +8,7 @@ skips what it finished, or recognises that it landed (:mod:`zarr_dask.graph.resu
 from __future__ import annotations
 
 import dataclasses
+import logging
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +32,8 @@ from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_append"]
+
+_log = logging.getLogger("zarr_dask.graph")
 
 
 def _append_target(
@@ -188,6 +191,11 @@ def _append_resumable(
         run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, inputs)
         decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
         resume_append.check_inputs(store, array.path, decision, inputs, resume)
+        if decision.landed is not None and array.shape[ax] < decision.landed[ax]:  # never success over nothing
+            _log.info("%s /%s: this append landed once (shape %s), but the array is now %s (deleted or replaced "
+                      "since): appending again", store.url, array.path, list(decision.landed), list(array.shape))  # fmt: skip
+            store.delete_prefix(decision.top.rstrip("/"))
+            decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
         resume_append.log_decision(store, array.path, decision)
         if decision.landed is not None:
             if decision.void is not None:
