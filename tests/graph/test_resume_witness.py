@@ -295,6 +295,36 @@ def test_in_place_update_resumes(tmp_path: Path) -> None:
     np.testing.assert_array_equal(_read(a, {}), _values(30) * 3 + 1)
 
 
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_two_resumers_at_once(tmp_path: Path, rewrite: bool) -> None:
+    """Two re-runs of a killed job at once (two schedulers in two threads), its source rewritten or not in
+    between: the result is exactly one input's, and no journal is left."""
+    import threading
+
+    src, out = str(tmp_path / "src.zarr"), str(tmp_path / "out.zarr")
+    _write_source(src, _values(40))
+    _kill(src, out, "two", 6, resume=True, overwrite=True)
+    if rewrite:
+        _write_source(src, _values(41))
+    _failing("two", 0)
+    errors: list[BaseException] = []
+
+    def rerun() -> None:
+        try:
+            with dask.config.set(scheduler="threads", num_workers=2):
+                zarr_dask.to_zarr(_job(src, "two"), out, chunks=CHUNKS, resume=True, overwrite=True)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rerun) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    assert not errors, errors
+    np.testing.assert_array_equal(_read(out, {}), _values(41 if rewrite else 40) * 3 + 1)
+
+
 def _killed_child_then_source_rewritten(tmp_path: Path, exit_at: int, rewrite: bool) -> None:
     """The job in a child process that exits (``os._exit``) on its ``exit_at``-th block; the source is
     rewritten (or not) before the same write runs again here."""
