@@ -125,7 +125,8 @@ def append(
         after it died: the writer tasks it finished are neither recomputed nor rewritten, the rest is written
         and the shape committed once; if it had landed already (even long ago: a job run again from its
         start), nothing is appended again and the shape it committed is returned; if other appends landed
-        meanwhile, it is written again in full at the new end. Its journal keeps two small records under the
+        meanwhile, it is written again in full at the new end. "Landed" holds only for the same inputs: the
+        witness of the source arrays it reads is part of its run (a rewritten ``latest.zarr`` is another append). Its journal keeps two small records under the
         array until :func:`~zarr_dask.publish_ledger`. Needs a store with conditional writes (append leases).
         See docs/safe-writes.md, "When a write dies".
     **kwargs

@@ -279,7 +279,10 @@ def to_zarr(
         target and options) died: the writer tasks its journal shows finished are neither recomputed (their
         dask blocks, and upstream tasks that feed only them, are culled) nor rewritten. A run name (``str``)
         instead of the dask array's name identifies the computation (for graphs whose names are random).
-        The journal costs one small write per writer task; it is deleted once the write finished (a region
+        What it reads is part of the run: source arrays opened by zarr_dask are witnessed (one listing each),
+        and a source rewritten since the run died makes it start over (a named run raises
+        :class:`~zarr_dask.errors.ResumeInputsChangedError` unless ``overwrite=True``); finished keys deleted
+        or resized since are written again. The journal costs one small write per writer task; it is deleted once the write finished (a region
         write keeps one record for :func:`~zarr_dask.write_ledger`). See docs/safe-writes.md, "When a write
         dies".
     progress
