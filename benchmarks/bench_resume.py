@@ -32,6 +32,11 @@ group its first run prepared). ``ZD_BENCH_KIND=append``: the same array appended
 an array of one 16 MiB block (written before each row, untimed): the append lease, the receipts per starting
 length, and a resumed append that takes over its killed run's lease.
 
+``ZD_BENCH_KIND=source`` (issue 37): the upstream reads a stored array instead of computing one --
+``zarr_dask.from_zarr(src).map_blocks(step)`` with ``src`` the same field written once beside the target
+(untimed) -- so a resumable write also witnesses its input (one listing of ``src``) and a resumed one checks
+its receipts against the target's keys (one listing of the target).
+
 Targets (``ZD_BENCH_TARGET``, comma-separated, default ``local``): ``local``, a directory; ``s3``, a moto S3 server
 in its own process adding ``ZD_BENCH_LATENCY`` seconds (default 0.02) to every request (bench_remote.py's), each
 round starting from an empty bucket.
@@ -64,7 +69,7 @@ import zarr_dask  # noqa: E402
 
 GIB = float(os.environ.get("ZD_BENCH_GIB", "1"))
 REPEAT = int(os.environ.get("ZD_BENCH_REPEAT", "5"))
-KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset", "append"
+KIND = os.environ.get("ZD_BENCH_KIND", "array")  # or "dataset", "append", "source"
 WARM_MIB = int(os.environ.get("ZD_BENCH_WARM_MIB", "3072"))
 COLS, ROWS_PER_CHUNK = 4096, 1024  # 16 MiB float32 chunks
 #: while set, blocks fail once this many writer tasks finished (a job killed half way); None: nothing fails
@@ -102,6 +107,23 @@ def source(gib: float) -> Any:
     rows = max(ROWS_PER_CHUNK, int(gib * 2**30 / (COLS * 4)) // ROWS_PER_CHUNK * ROWS_PER_CHUNK)
     chunks = ((ROWS_PER_CHUNK,) * (rows // ROWS_PER_CHUNK), (COLS,))
     return da.map_blocks(produce, chunks=chunks, dtype="f4", meta=np.empty((0, 0), "f4"))
+
+
+def step(block: np.ndarray) -> np.ndarray:
+    """``KIND=source``'s upstream step over a stored block, or :class:`Killed` once ``DIE_AFTER`` writer tasks
+    finished."""
+    if DIE_AFTER[0] is not None and _WRITTEN[0] >= DIE_AFTER[0]:
+        raise Killed("step")
+    return block * 2 + 1
+
+
+def stored_source(gib: float, target: Target) -> Any:
+    """``KIND=source``: the field written once (untimed) beside the target, read back lazily and stepped."""
+    url = target.url.rsplit("/", 1)[0] + "/src.zarr"
+    with dask.config.set(scheduler="threads", num_workers=2):
+        zarr_dask.to_zarr(source(gib), url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS), mode="w")
+    x = zarr_dask.from_zarr(url, storage_options=target.options, chunks=(ROWS_PER_CHUNK, COLS))
+    return da.map_blocks(step, x, dtype="f4")
 
 
 class Target:
@@ -200,7 +222,7 @@ def quiesce() -> None:
 def measure(gib: float, repeat: int, target: Target) -> dict[str, list[float]]:
     """Wall times of each row (after one warm-up round; ``"skipped"``: the fraction of writer tasks each
     resumed run skipped); checks every result against the plain write."""
-    x = source(gib)
+    x = stored_source(gib, target) if KIND == "source" else source(gib)
     times: dict[str, list[float]] = {"plain": [], "tracked": [], "resumed": []}
     skipped: list[float] = []
     url, options = target.url, target.options

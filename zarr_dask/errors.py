@@ -44,6 +44,7 @@ __all__ = [
     "NodeNotFoundError",
     "NonMonotonicCoordinateWarning",
     "ReadOnlyError",
+    "ResumeInputsChangedError",
     "ShapeMismatchError",
     "StoreAccessDeniedError",
     "StoreCredentialsError",
@@ -251,6 +252,12 @@ class FencedWriteError(WriteConflictError):
     """A writer lost its append lease (it stalled past the lease's time to live and another writer took it
     over) and was refused by the store before it could change anything that writer committed: its rows are
     not committed, nothing of others was changed (see ``docs/safe-writes.md``, "Writers that stall")."""
+
+
+class ResumeInputsChangedError(WritePlanError):
+    """A named resumable run (``resume="name"``) found its journal, but what it reads changed since that run
+    started (a source array rewritten): its receipts vouch for other inputs (names the source, the run and the
+    fix: ``overwrite=True`` starts over, or another run name; see ``docs/safe-writes.md``, "When a write dies")."""
 
 
 class UnprotectedWriteWarning(UserWarning):

@@ -146,7 +146,7 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [KIN
     if os.environ.get("ZD_DIE_AT_COMMIT") == "1":
         die_at_commit()
 
-    kind = sys.argv[3] if len(sys.argv) > 3 else "array"  # array, append, dataset, dataset-append, tree
+    kind = sys.argv[3] if len(sys.argv) > 3 else "array"  # array, append, dataset, dataset-append, tree, from-source
     with dask.config.set(scheduler="threads", num_workers=2):
         if kind == "append":
             zarr_dask.append(_resume_job.source(sys.argv[2]), sys.argv[1], resume=True)
@@ -158,5 +158,9 @@ if __name__ == "__main__":  # python -m tests.graph._resume_job URL COUNTER [KIN
         elif kind == "tree":
             zarr_dask.to_zarr_datatree(_resume_job.tree(sys.argv[2]), sys.argv[1], mode="w", encoding=TREE_ENCODING,
                                        resume=True)  # fmt: skip
+        elif kind == "from-source":  # reads the stored array ZD_RESUME_SOURCE (test_resume_witness.py rewrites it)
+            stored = zarr_dask.from_zarr(os.environ["ZD_RESUME_SOURCE"], chunks=CHUNKS)
+            zarr_dask.to_zarr(stored.map_blocks(_resume_job.expensive, sys.argv[2], dtype="f8"), sys.argv[1],
+                              chunks=CHUNKS, resume=True)  # fmt: skip
         else:
             zarr_dask.to_zarr(_resume_job.source(sys.argv[2]), sys.argv[1], chunks=CHUNKS, resume=True)

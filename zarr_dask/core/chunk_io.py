@@ -598,8 +598,9 @@ class ChunkIO:
         return Parts(new) if isinstance(new, list) else new
 
     def write_from(
-        self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, behind: WriteBehind | None = None
-    ) -> None:
+        self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, behind: WriteBehind | None = None,
+        sizes: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
         """Write the storage keys of ``projections`` (chunks, or shards when sharded) from ``value`` (full rank,
         aligned with the selection).
 
@@ -618,14 +619,16 @@ class ChunkIO:
                 value,
                 [(p.coords, inner_parts(p.chunk_sel, p.out_sel, inner, self._data_shape(p.coords)), p.complete) for p in projections],
                 behind=behind,
+                sizes=sizes,
             )
             return
         items = [(self.chunk_key(p.coords), p.coords, p.complete, p) for p in projections]
-        write_keys(self, value, items, self._chunk_bytes, behind)
+        write_keys(self, value, items, self._chunk_bytes, behind, sizes)
 
     def write_shard_units(
-        self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit], *, behind: WriteBehind | None = None
-    ) -> None:
+        self, value: np.ndarray[Any, Any], units: Sequence[ShardUnit], *, behind: WriteBehind | None = None,
+        sizes: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
         """Write the inner chunks ``parts`` of each ``(shard coords, parts, complete)`` from ``value``; a shard not
         ``complete`` is merged with its stored inner chunks as :meth:`write_from` merges partly covered keys."""
         write_keys(
@@ -634,6 +637,7 @@ class ChunkIO:
             [(self.chunk_key(coords), coords, complete, (coords, parts)) for coords, parts, complete in units],
             self._shard_bytes,
             behind,
+            sizes,
         )
 
     def _keeps_empty(self, coords: tuple[int, ...]) -> bool:
@@ -652,7 +656,7 @@ class ChunkIO:
 
     def write_projections(
         self, value: np.ndarray[Any, Any], projections: Sequence[ChunkProjection], *, threads: int | None = None,
-        behind: WriteBehind | None = None,
+        behind: WriteBehind | None = None, sizes: dict[str, int] | None = None,
     ) -> None:  # fmt: skip
         """:meth:`write_from` over the batches of ``projections``, as :meth:`read_projections` reads them."""
-        self._run(lambda batch: self.write_from(value, batch, behind=behind), projections, threads, None)
+        self._run(lambda batch: self.write_from(value, batch, behind=behind, sizes=sizes), projections, threads, None)

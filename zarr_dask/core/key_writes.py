@@ -26,7 +26,7 @@ import numpy as np
 
 from zarr_dask.codecs.base import BufferLike
 from zarr_dask.errors import UnprotectedWriteWarning, WriteConflictError
-from zarr_dask.store.base import Buffer, Parts
+from zarr_dask.store.base import Buffer, Parts, value_nbytes
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import ConditionalStore, Versioned, conditional, transact
 
@@ -42,6 +42,13 @@ __all__ = ["Build", "is_fill", "key_mode", "write_keys"]
 Build: TypeAlias = "Callable[[str, Any, np.ndarray[Any, Any], BufferLike | None, bool], bytes | Parts | None]"
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
+
+
+def _record(sizes: dict[str, int] | None, items: Mapping[str, Buffer | Parts | None]) -> None:
+    """Note in ``sizes`` (when given) the stored size of keys covered whole (``-1``: absent, all fill): what a
+    resumable write's receipt vouches for (:mod:`zarr_dask.graph.witness`)."""
+    if sizes is not None:
+        sizes.update((k, -1 if v is None else value_nbytes(v)) for k, v in items.items())
 
 
 def is_fill(chunk: np.ndarray[Any, Any], fill: np.ndarray[Any, Any]) -> bool:
@@ -117,9 +124,10 @@ def key_mode(io: ChunkIO, coords: tuple[int, ...], complete: bool, conditional_s
 
 def write_keys(
     io: ChunkIO, value: np.ndarray[Any, Any], items: Sequence[tuple[str, Any, bool, Any]], build: Build,
-    behind: WriteBehind | None,
+    behind: WriteBehind | None, sizes: dict[str, int] | None = None,
 ) -> None:  # fmt: skip
-    """Write ``(key, coords, covered whole, what build needs)`` items (see :meth:`ChunkIO.write_from`). Keys
+    """Write ``(key, coords, covered whole, what build needs)`` items (see :meth:`ChunkIO.write_from`); ``sizes``:
+    where to note the stored size of each key covered whole (-1: absent; a resumable write's receipt). Keys
     written plainly are offered to ``behind`` (uploaded behind the calling dask task); the others never are. A
     key that reaches past the array's shape is merged even when covered whole, so rows another writer appended
     meanwhile survive a write planned on the shorter shape."""
@@ -142,7 +150,8 @@ def write_keys(
             guarded[key] = (unit, mode)
             partial += not complete
     if guarded and cas is not None:
-        _write_conditionally(io, cas, build, value, guarded)
+        whole = {key for key, _, complete, _ in items if complete} if sizes is not None else set()
+        _write_conditionally(io, cas, build, value, guarded, whole, sizes)
     elif guarded:
         if partial and not getattr(io.store, "transactional", False):  # a transaction commits or conflicts
             _warn_unprotected(io.store.url, io.path, partial)
@@ -153,6 +162,10 @@ def write_keys(
                 merged[key] = data
             elif key in existing:
                 to_delete.append(key)
+    if sizes is not None:
+        whole = {key for key, _, complete, _ in items if complete}
+        _record(sizes, {**to_set, **{k: v for k, v in merged.items() if k in whole}})
+        _record(sizes, {k: None for k in to_delete if k in whole})
     if to_set and behind is not None and behind.offer(io.store, to_set, batched_io=io.store.batched_io):
         to_set = {}
     if to_set or merged:
@@ -162,7 +175,8 @@ def write_keys(
 
 
 def _write_conditionally(
-    io: ChunkIO, cas: ConditionalStore, build: Build, value: np.ndarray[Any, Any], items: dict[str, tuple[Any, str]]
+    io: ChunkIO, cas: ConditionalStore, build: Build, value: np.ndarray[Any, Any], items: dict[str, tuple[Any, str]],
+    whole: frozenset[str] | set[str] = frozenset(), sizes: dict[str, int] | None = None,
 ) -> None:
     """Write the keys of ``items`` (``key: (unit, mode)``, see :func:`key_mode`) as optimistic transactions
     (:func:`~zarr_dask.store.versioned.transact`): one batched versioned read and one batched conditional
@@ -179,6 +193,8 @@ def _write_conditionally(
             assert not isinstance(data, Parts)  # (asked for one buffer)
             if data is not None or current.value is not None:
                 writes[key] = data
+            if key in whole:
+                _record(sizes, {key: data})
         return writes
 
     transact(

@@ -8,6 +8,7 @@ skips what it finished, or recognises that it landed (:mod:`zarr_dask.graph.resu
 from __future__ import annotations
 
 import dataclasses
+import logging
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from zarr_dask.core.array import Array
 from zarr_dask.core.commit import check_no_incomplete_append
 from zarr_dask.core.lease import AppendLease, Fence, lease_key, parse_lease
 from zarr_dask.errors import ArrayNotFoundError, ContainsArrayError, IndexingError
-from zarr_dask.graph import resume_append
+from zarr_dask.graph import resume_append, witness
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
 from zarr_dask.graph.inputs import locate
@@ -31,6 +32,8 @@ from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.versioned import conditional
 
 __all__ = ["append", "explain_append"]
+
+_log = logging.getLogger("zarr_dask.graph")
 
 
 def _append_target(
@@ -122,7 +125,8 @@ def append(
         after it died: the writer tasks it finished are neither recomputed nor rewritten, the rest is written
         and the shape committed once; if it had landed already (even long ago: a job run again from its
         start), nothing is appended again and the shape it committed is returned; if other appends landed
-        meanwhile, it is written again in full at the new end. Its journal keeps two small records under the
+        meanwhile, it is written again in full at the new end. "Landed" holds only for the same inputs: the
+        witness of the source arrays it reads is part of its run (a rewritten ``latest.zarr`` is another append). Its journal keeps two small records under the
         array until :func:`~zarr_dask.publish_ledger`. Needs a store with conditional writes (append leases).
         See docs/safe-writes.md, "When a write dies".
     **kwargs
@@ -184,8 +188,15 @@ def _append_resumable(
         check_no_incomplete_append(store, array.path, array.metadata)
         target = _append_target(arr, array, axis, kwargs, fence=lease.fence(array.shape))
         ax = operator.index(axis) % array.ndim
-        run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume)
+        inputs = witness.of(arr, target=array)
+        run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, inputs)
         decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
+        resume_append.check_inputs(store, array.path, decision, inputs, resume)
+        if decision.landed is not None and array.shape[ax] < decision.landed[ax]:  # never success over nothing
+            _log.info("%s /%s: this append landed once (shape %s), but the array is now %s (deleted or replaced "
+                      "since): appending again", store.url, array.path, list(decision.landed), list(array.shape))  # fmt: skip
+            store.delete_prefix(decision.top.rstrip("/"))
+            decision = resume_append.decide(store, array.path, run, lease.previous, array.shape, ax)
         resume_append.log_decision(store, array.path, decision)
         if decision.landed is not None:
             if decision.void is not None:
@@ -193,7 +204,8 @@ def _append_resumable(
             lease.release()
             return decision.landed if compute else _delayed_shape(decision.landed)
         plan = make_plan(arr, target)
-        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, plan.tasks, plan.keys)
+        resume_append.begin(store, decision, array.shape, target.handle.shape, ax, lease.token, plan.tasks, plan.keys,
+                            inputs=inputs.record())  # fmt: skip
         result = _run(arr, target, False, False, consolidated, lazy=not compute, lease=lease.token,
                       resumed=decision.journal)  # fmt: skip
         if compute:
@@ -257,13 +269,16 @@ def explain_append(
     if not resume:
         return plan
     ax = operator.index(axis) % array.ndim
-    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume)
+    run = resume_append.append_run_id(arr, array, ax, target.handle.write_empty_chunks, resume, witness.of(arr, target=array))
     holder = parse_lease(array.store.get(lease_key(array.path)))
     decision = resume_append.decide(array.store, array.path, run, holder, array.shape, ax)
     if decision.landed is not None:  # nothing left to do
         return plan.skipping(frozenset(task_name(i) for i in _task_grid(plan)))
     assert decision.journal is not None
-    return plan.skipping(decision.journal.done)
+    found = decision.journal
+    if found.resumed:
+        found, _ = witness.standing(array.store, array.path, plan, found, target.handle.io.chunk_key)
+    return plan.skipping(found.done)
 
 
 def _task_grid(plan: WritePlan) -> list[tuple[int, ...]]:

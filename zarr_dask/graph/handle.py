@@ -188,18 +188,19 @@ class ArrayHandle:
         return result
 
     def write_box(
-        self, value: np.ndarray[Any, Any], box: Sequence[tuple[int, int]], *, behind: WriteBehind | None = None
-    ) -> int:
+        self, value: np.ndarray[Any, Any], box: Sequence[tuple[int, int]], *, behind: WriteBehind | None = None,
+        sizes: dict[str, int] | None = None,
+    ) -> int:  # fmt: skip
         """Write ``value`` into the array box ``[(start, stop), ...]`` in the calling thread; returns the number
         of storage keys.
 
         Keys only partly inside the box are read, merged and written back (inside this call, once). ``behind``:
         the write's deferred uploads (:class:`~zarr_dask.store.uploads.WriteBehind`), or None to store every key
-        before returning.
+        before returning; ``sizes``: where to note the size each key covered whole is stored with (-1: absent).
         """
         dims = [DimSelection(lo, hi, 1) for lo, hi in box]
         projections = list(chunk_projections(dims, self.io.grids, self.shape))
-        self.io.write_projections(value, projections, threads=1, behind=behind)
+        self.io.write_projections(value, projections, threads=1, behind=behind, sizes=sizes)
         return len(projections)
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_dask.spec.paths import key_prefix
@@ -91,6 +91,11 @@ class Journal:
     resumed: bool  #: True when a journal of this run was found (the write is a resumed one)
     done: frozenset[str]  #: names of the writer tasks whose receipts were found (see :func:`task_name`)
     begun: bool = False  #: its ``begin`` record is written by its caller (an append's: graph/resume_append.py)
+    #: per finished task, the digest its receipt carries (the sizes of its keys: :mod:`zarr_dask.graph.witness`)
+    digests: Mapping[str, str] = field(default_factory=dict)
+    witness: Mapping[str, str] | None = None  #: the witness of the inputs written in ``begin`` (a new run)
+    restart: bool = False  #: a journal of this run with other inputs was found: its receipts are deleted first
+    metadata: bool = False  #: resumed, but the array's metadata is missing (deleted since): written again
 
 
 def read_begin(store: Store, prefix: str) -> dict[str, Any] | None:
@@ -109,10 +114,27 @@ def parse_record(raw: bytes | None) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def done_tasks(store: Store, prefix: str) -> frozenset[str]:
-    """The names of the writer tasks with a receipt under ``prefix`` (one listing)."""
-    receipts = prefix + RECEIPTS + "/"
-    return frozenset(k[len(receipts) :] for k in store.list_prefix(receipts.rstrip("/")) if k.startswith(receipts))
+def split_receipt(name: str) -> tuple[str, str]:
+    """``(task name, digest)`` of a receipt's name (``"1.0-<digest>"``; ``""``: a receipt without one).
+
+    Examples
+    --------
+    >>> split_receipt("1.0-0123456789ab"), split_receipt("2.0")
+    (('1.0', '0123456789ab'), ('2.0', ''))
+    """
+    task, _, digest = name.partition("-")
+    return task, digest
+
+
+def receipts(names: Iterable[str]) -> dict[str, str]:
+    """``{task name: digest}`` of receipt names."""
+    return dict(split_receipt(n) for n in names)
+
+
+def done_tasks(store: Store, prefix: str) -> dict[str, str]:
+    """The writer tasks with a receipt under ``prefix`` and their receipts' digests (one listing)."""
+    top = prefix + RECEIPTS + "/"
+    return receipts(k[len(top) :] for k in store.list_prefix(top.rstrip("/")) if k.startswith(top))
 
 
 def listed(store: Store, prefix: str) -> frozenset[str]:
@@ -127,9 +149,14 @@ def other_runs(store: Store, path: str, run: str) -> list[str]:
     return sorted(found - {run, ""})
 
 
-def begin(store: Store, prefix: str, run: str, region: Iterable[slice], tasks: int, keys: int) -> None:
-    """Write the ``begin`` record (after the write's preparation, before any writer task)."""
+def begin(
+    store: Store, prefix: str, run: str, region: Iterable[slice], tasks: int, keys: int,
+    inputs: Mapping[str, str] | None = None,
+) -> None:  # fmt: skip
+    """Write the ``begin`` record (after the write's preparation, before any writer task); ``inputs``: the
+    witness of what the run reads (:mod:`zarr_dask.graph.witness`)."""
     record = {
+        "inputs": dict(inputs or {}),
         "run": run,
         "region": [[int(s.start or 0), int(s.stop)] for s in region],
         "tasks": int(tasks),
@@ -176,13 +203,15 @@ def run_id(arr: Any, target: Any, resume: bool | str) -> str:
     )  # fmt: skip
 
 
-def open_journal(arr: Any, target: Any, resume: bool | str) -> Journal:
+def open_journal(arr: Any, target: Any, resume: bool | str) -> tuple[Journal, dict[str, Any] | None]:
     """The journal of this write as stored now: a resumed one (its ``begin`` record found: its receipts
-    listed) or a new one (nothing found; :func:`begin` writes it once the write is prepared)."""
+    listed) or a new one (nothing found; :func:`begin` writes it once the write is prepared); and the
+    ``begin`` record found (whose ``inputs`` the caller checks: :mod:`zarr_dask.graph.witness`)."""
     run = run_id(arr, target, resume)
     store = target.handle.store
     prefix = journal_prefix(target.handle.path, run)
     found = read_begin(store, prefix)
     if found is None or found.get("run") != run:
-        return Journal(prefix=prefix, run=run, resumed=False, done=frozenset())
-    return Journal(prefix=prefix, run=run, resumed=True, done=done_tasks(store, prefix))
+        return Journal(prefix=prefix, run=run, resumed=False, done=frozenset()), None
+    digests = done_tasks(store, prefix)
+    return Journal(prefix=prefix, run=run, resumed=True, done=frozenset(digests), digests=digests), found

@@ -27,6 +27,7 @@ from zarr_dask.graph.gateway import data, fan_in, ref, task, value
 from zarr_dask.graph.guard import release
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.plan import WritePlan
+from zarr_dask.graph.witness import receipt_suffix
 from zarr_dask.spec.ml_types import cast_values
 from zarr_dask.store.transactions import Carried, carry, combine, is_transactional, task_store
 from zarr_dask.store.uploads import WriteBehind
@@ -90,7 +91,9 @@ def write_journaled(handle: ArrayHandle, box: Box, edges: Edges, group: Group, r
     queued behind the uploads of the keys it deferred (:meth:`WriteBehind.then`)."""
     token, built_in = group
     behind = WriteBehind(token) if _may_defer(built_in) else None
-    written = handle.write_box(assemble(box, edges, blocks, handle.dtype), box, behind=behind)
+    sizes: dict[str, int] = {}  # what the receipt vouches for: the sizes of the keys covered whole
+    written = handle.write_box(assemble(box, edges, blocks, handle.dtype), box, behind=behind, sizes=sizes)
+    receipt += receipt_suffix(sizes)
     if behind is None:
         journal.record(handle.store, receipt)
     else:

@@ -43,6 +43,7 @@ from zarr_dask.graph.chunking import (
 from zarr_dask.graph.gateway import ZarrArray, read_collection
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.inputs import is_zarr_python_node, locate
+from zarr_dask.graph.witness import register
 from zarr_dask.spec.paths import join_path, normalize_path
 
 __all__ = ["ZarrArray", "from_zarr", "handle_of", "read_chunks", "unit_chunks"]
@@ -200,4 +201,5 @@ def from_zarr(
         name = "from-zarr-" + tokenize(handle, chunks_token(dask_chunks), inline_array)
     elif name is False:
         name = "from-zarr-" + uuid.uuid4().hex
+    register(str(name), handle)  # a resumable write of it witnesses this array (zarr_dask.graph.witness)
     return cast(ZarrArray, read_collection(handle, dask_chunks, str(name), inline_array))

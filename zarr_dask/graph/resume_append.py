@@ -42,16 +42,18 @@ from typing import Any
 from dask.base import tokenize
 
 from zarr_dask.core import nodes
-from zarr_dask.errors import UnsupportedFeatureError
+from zarr_dask.errors import ResumeInputsChangedError, UnsupportedFeatureError
 from zarr_dask.graph import journal
 from zarr_dask.graph.chunking import chunks_token
 from zarr_dask.graph.journal import BEGIN, COMPLETE, Journal
+from zarr_dask.graph.witness import Witness, changed, warn_unwitnessed
 from zarr_dask.store import Store
 from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.versioned import conditional
 
 __all__ = [
     "Decision",
+    "check_inputs",
     "append_run_id",
     "begin",
     "check_resumable",
@@ -65,15 +67,21 @@ __all__ = [
 _log = logging.getLogger("zarr_dask.graph")
 
 
-def append_run_id(arr: Any, array: Any, axis: int, write_empty: bool, resume: bool | str) -> str:
+def append_run_id(
+    arr: Any, array: Any, axis: int, write_empty: bool, resume: bool | str, inputs: Witness | None = None
+) -> str:
     """The run id of appending the dask array ``arr`` to ``array`` along ``axis``: a token of the computation
     (its dask name, or the run name ``resume`` gives), its blocks, the store, the path, the axis and the
     array's metadata without its shape and attributes (they change with every append, and an attribute update
-    must not turn a landed append into a new one)."""
+    must not turn a landed append into a new one). ``inputs``: the witness of what it reads
+    (:mod:`zarr_dask.graph.witness`), part of an unnamed run's id: the same computation over new data (a
+    ``latest.zarr`` rewritten every day) is another append, the same data (a killed run's re-run) the same."""
     meta = array.metadata
     shape = tuple(0 if d == axis else n for d, n in enumerate(meta.shape))
     bare = dataclasses.replace(meta, shape=shape, attributes={})
-    source = resume if isinstance(resume, str) else arr.name
+    source: Any = resume if isinstance(resume, str) else arr.name
+    if not isinstance(resume, str) and inputs is not None and inputs.sources:
+        source = (source, inputs.token())
     return str(
         tokenize(
             "zarr_dask.resume-append", source, chunks_token(arr.chunks), tuple(arr.shape), array.store.__dask_tokenize__(),
@@ -91,6 +99,7 @@ class Decision:
     journal: Journal | None = None  #: the receipts to trust (``resumed``) or to write (a run that starts)
     void: str | None = None  #: receipts of an earlier run that are no longer evidence (deleted when it starts)
     why: str = ""  #: why nothing is skipped although a journal was found (logged)
+    inputs: Any = None  #: the witness of the inputs the journal's ``begin`` recorded (None: no journal found)
 
 
 def receipts_prefix(top: str, start: int) -> str:
@@ -121,15 +130,21 @@ def decide(
     began, complete = journal.parse_record(got.get(top + BEGIN)), journal.parse_record(got.get(top + COMPLETE))
     start = began.get("from") if began is not None else None
     old = receipts_prefix(top, start[axis]) if isinstance(start, list) and len(start) == len(shape) else top
+    recorded = began.get("inputs", {}) if began is not None else None
     if began is not None and complete is not None and isinstance(began.get("to"), list):
         # (receipts are left when a takeover completed the commit: deleted with the re-run's lease held)
-        return Decision(top=top, landed=tuple(int(n) for n in began["to"]), void=old if old != top else None)
+        return Decision(top=top, landed=tuple(int(n) for n in began["to"]), void=old if old != top else None,
+                        inputs=recorded)  # fmt: skip
     fresh = Journal(prefix=receipts_prefix(top, shape[axis]), run=run, resumed=False, done=frozenset(), begun=True)
     if began is None:
         return Decision(top=top, journal=fresh)
     if start == list(shape) and began.get("lease") and previous.get("owner") == began.get("lease"):
-        done = journal.listed(store, fresh.prefix) if members else journal.done_tasks(store, fresh.prefix)
-        return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=done))
+        if members:
+            done = journal.listed(store, fresh.prefix)
+            return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=done), inputs=recorded)
+        digests = journal.done_tasks(store, fresh.prefix)
+        return Decision(top=top, journal=dataclasses.replace(fresh, resumed=True, done=frozenset(digests), digests=digests),
+                        inputs=recorded)  # fmt: skip
     if start == list(shape):
         why = (
             "another append held the array's lease since this run died (or the lease was removed), and may have "
@@ -141,7 +156,7 @@ def decide(
             "commit was never made: it would have left a 'complete' record); appending at the new end, every "
             "row written again"
         )
-    return Decision(top=top, journal=fresh, void=old, why=why)
+    return Decision(top=top, journal=fresh, void=old, why=why, inputs=recorded)
 
 
 def begin(
@@ -191,8 +206,8 @@ def member(parent: Journal, name: str) -> tuple[Journal, bool]:
     """
     head = f"{name}/"
     names = [n[len(head) :] for n in parent.done if n.startswith(head)]
-    tasks = frozenset(n[len(journal.RECEIPTS) + 1 :] for n in names if n.startswith(journal.RECEIPTS + "/"))
-    child = dataclasses.replace(parent, prefix=parent.prefix + head, done=tasks, begun=True)
+    digests = journal.receipts(n[len(journal.RECEIPTS) + 1 :] for n in names if n.startswith(journal.RECEIPTS + "/"))
+    child = dataclasses.replace(parent, prefix=parent.prefix + head, done=frozenset(digests), digests=digests, begun=True)
     return child, parent.resumed and COMPLETE in names
 
 
@@ -217,6 +232,27 @@ def check_resumable(store: Any, path: str, resume: Any, what: str = "append") ->
             store=store.url,
             path=path,
         )
+
+
+def check_inputs(store: Store, path: str, decision: Decision, inputs: Witness, resume: bool | str) -> None:
+    """Before a resumable append trusts what its journal says (landed, or its receipts): a named run whose
+    journal recorded other inputs is refused (an unnamed run's id holds its inputs: another run); sources that
+    cannot be witnessed are named once, at WARNING."""
+    if decision.inputs is None:  # no journal of this run: a new one
+        return
+    run = decision.top.rstrip("/").rsplit("/", 1)[-1]
+    if isinstance(resume, str):
+        differ = changed(decision.inputs, inputs)
+        if differ:
+            raise ResumeInputsChangedError(
+                f"resume={resume!r}: this append's journal recorded other inputs than it reads now "
+                f"({', '.join(differ[:3])}): the run of that name appended (or began appending) other data. Fix: "
+                f"give this append another run name (resume='{resume}-2'), or resume=True (its inputs name the run)",
+                store=store.url,
+                path=path,
+            )
+    if decision.landed is not None or (decision.journal is not None and decision.journal.resumed):
+        warn_unwitnessed(inputs, store, path, run)
 
 
 def log_decision(store: Store, path: str, decision: Decision, what: str = "shape") -> None:

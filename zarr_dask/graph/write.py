@@ -40,6 +40,7 @@ from zarr_dask.graph.target import (
     metadata_request_count,
     resolve_target,
 )
+from zarr_dask.graph.witness import standing
 from zarr_dask.store.transactions import is_transactional
 from zarr_dask.store.uploads import WriteBehind
 from zarr_dask.store.versioned import conditional
@@ -153,7 +154,7 @@ def _run(
     check_in_process(target.handle.store)
     plan = make_plan(arr, target)
     if resumed is not None:
-        plan = journaled_plan(plan, target, resumed)
+        plan, resumed = journaled_plan(plan, target, resumed)
     graph, final, token = _graph(arr, target, plan, return_stored, consolidated, lease, as_array, resumed)
     result: Any
     if return_stored or as_array:
@@ -278,7 +279,10 @@ def to_zarr(
         target and options) died: the writer tasks its journal shows finished are neither recomputed (their
         dask blocks, and upstream tasks that feed only them, are culled) nor rewritten. A run name (``str``)
         instead of the dask array's name identifies the computation (for graphs whose names are random).
-        The journal costs one small write per writer task; it is deleted once the write finished (a region
+        What it reads is part of the run: source arrays opened by zarr_dask are witnessed (one listing each),
+        and a source rewritten since the run died makes it start over (a named run raises
+        :class:`~zarr_dask.errors.ResumeInputsChangedError` unless ``overwrite=True``); finished keys deleted
+        or resized since are written again. The journal costs one small write per writer task; it is deleted once the write finished (a region
         write keeps one record for :func:`~zarr_dask.write_ledger`). See docs/safe-writes.md, "When a write
         dies".
     progress
@@ -341,8 +345,9 @@ def _write(
             "read the session (zarr_dask.from_zarr(session.store, ...))",
             store=target.handle.store.url,
         )
-    if target.action in ("create", "overwrite") and not (resumed is not None and resumed.resumed):
-        create_metadata(target)  # a resumed write's first run did it (and deleted what it overwrote) already
+    if target.action in ("create", "overwrite") and not (resumed is not None and resumed.resumed and not resumed.metadata):
+        # a resumed write's first run did it (and deleted what it overwrote) already, unless it was deleted since
+        create_metadata(target)
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
     as_array = as_array and not transactional
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed,
@@ -430,7 +435,10 @@ def explain_write(
     arr = _as_dask(arr)
     if append_axis is None and resume:  # what a resumed run would skip (reads its journal, writes nothing)
         target, found = resumable_target(arr, url, component, storage_options, overwrite, region, kwargs, None, resume)
-        return make_plan(arr, target).skipping(found.done)
+        plan = make_plan(arr, target)
+        if found.resumed:
+            found, _ = standing(target.handle.store, target.handle.path, plan, found, target.handle.io.chunk_key)
+        return plan.skipping(found.done)
     if append_axis is None:
         return make_plan(arr, resolve_target(arr, url, component, storage_options, overwrite, region, kwargs))
     from zarr_dask.graph.appending import explain_append  # (that module builds on this one)

@@ -285,6 +285,12 @@ class Store(ABC):
     def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
         """Like :meth:`list_prefix`, with each key's size in bytes (one listing; ``{key: size}``)."""
 
+    def list_prefix_versions(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Like :meth:`list_prefix_sizes`, with each key's size and version as the listing gives it (one
+        listing; ``{key: (size, version)}``): an S3/Azure ETag, a GCS generation, a local file's modification
+        time and inode; ``""`` where the store's listing has none (then only the size tells a change)."""
+        return {key: (size, "") for key, size in self.list_prefix_sizes(prefix).items()}
+
     @abstractmethod
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """List one level below ``prefix``.

@@ -17,6 +17,7 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -264,7 +265,8 @@ def remove_tree(path: str) -> None:
 
 
 def empty_directory(root: str) -> None:
-    """Remove everything inside ``root`` but ``root`` itself."""
+    """Remove everything inside ``root`` but ``root`` itself (an entry another process removed meanwhile is
+    gone either way)."""
     try:
         entries = list(os.scandir(root))
     except MISSING:
@@ -273,7 +275,8 @@ def empty_directory(root: str) -> None:
         if entry.is_dir(follow_symlinks=False):
             remove_tree(entry.path)
         else:
-            os.unlink(entry.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
 
 
 #: A wait this long for a lock file is logged, naming the process that holds it (a stopped or frozen process

@@ -435,6 +435,16 @@ class FsspecStore(Store):
         sizes = {path[len(self._base) :]: int(info.get("size") or 0) for path, info in files}
         return {key: sizes[key] for key in sorted(sizes) if is_valid_key(key)}
 
+    def list_prefix_versions(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Every key under ``prefix`` with its size and version (one ``fs.find(detail=True)``): the ETag
+        (S3, Azure), the generation (GCS), else the modification time the filesystem lists; sorted by key."""
+        prefix = self._prefix(prefix)
+        base = self._base + prefix + "/" if prefix else self._base
+        self.counters.add(list=1)
+        files, _ = self._find(base, prefix, withdirs=False)
+        found = {path[len(self._base) :]: (int(info.get("size") or 0), _version(info)) for path, info in files}
+        return {key: found[key] for key in sorted(found) if is_valid_key(key)}
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """Names of the keys and child directories under ``prefix`` (one ``fs.ls``)."""
         prefix = self._prefix(prefix)
@@ -624,3 +634,10 @@ class ElsewhereStore(Store):
         return (ElsewhereStore, (self.url, self.home, self.read_only))
 
 
+def _version(info: Mapping[str, Any]) -> str:
+    """The version of an object as a listing describes it (``""`` when it gives none)."""
+    for field in ("ETag", "etag", "generation", "mtime", "LastModified", "last_modified", "updated", "created"):
+        found = info.get(field)
+        if found is not None and found != "":
+            return str(found).strip('"')
+    return ""

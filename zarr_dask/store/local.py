@@ -467,6 +467,15 @@ class LocalStore(Store):
         sizes = {key: entry.stat(follow_symlinks=False).st_size for key, entry in self._walk(prefix)}
         return {key: sizes[key] for key in sorted(sizes)}
 
+    def list_prefix_versions(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Every key below ``prefix`` with its size and version (modification time in ns and inode: a file
+        written again is renamed into place, a new inode), sorted by key."""
+        found: dict[str, tuple[int, str]] = {}
+        for key, entry in self._walk(prefix):
+            st = entry.stat(follow_symlinks=False)
+            found[key] = (st.st_size, f"{st.st_mtime_ns}.{st.st_ino}")
+        return {key: found[key] for key in sorted(found)}
+
     def _walk(self, prefix: str) -> list[tuple[str, os.DirEntry[str]]]:
         """``(key, entry)`` for every file below ``prefix`` (counts one "list")."""
         prefix = self._prefix(prefix)

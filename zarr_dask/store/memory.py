@@ -187,6 +187,16 @@ class MemoryStore(Store):
         with self._lock:
             return {k: len(self._data[k]) for k in sorted(self._data) if k.startswith(start)}
 
+    def list_prefix_versions(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Every key under ``prefix`` with its size and version (a hash of the value: this process's memory),
+        sorted by key."""
+        start = self._prefix(prefix)
+        start = start + "/" if start else ""
+        self.counters.add(list=1)
+        with self._lock:
+            items = [(k, self._data[k]) for k in sorted(self._data) if k.startswith(start)]
+        return {k: (len(v), format(hash(bytes(v)) & 0xFFFFFFFFFFFFFFFF, "x")) for k, v in items}
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """Names of the keys and child directories directly under ``prefix``."""
         start = self._prefix(prefix)

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_dask.core import nodes
-from zarr_dask.errors import UnsupportedFeatureError, ZarrDaskError
-from zarr_dask.graph import journal
+from zarr_dask.errors import ResumeInputsChangedError, UnsupportedFeatureError, ZarrDaskError
+from zarr_dask.graph import journal, witness
 from zarr_dask.spec.paths import key_prefix, parent_paths
 from zarr_dask.store import Store
 from zarr_dask.store.transactions import is_transactional
@@ -202,15 +202,20 @@ def prepare(
     plan: Callable[[Callable[[StoreState], StoreState]], Plans],
     documents: Callable[[StoreState, list[GroupPlan]], dict[str, bytes]],
     resume: bool | str,
+    identity: Any = None,
 ) -> tuple[StoreState, list[GroupPlan], DatasetJournal]:
     """Plan a resumable whole-dataset write: resumed (this run's ``begin`` found, the hierarchy the one it
-    prepared) or fresh. ``plan(adjust)`` loads the store's state, applies ``adjust`` and plans;
-    ``documents(state, plans)`` are the documents the write prepares before its data."""
+    prepared, its inputs the ones it read) or fresh. ``plan(adjust)`` loads the store's state, applies
+    ``adjust`` and plans; ``documents(state, plans)`` are the documents the write prepares before its data;
+    ``identity``: what the run id is a token of (its datasets' dask variables are witnessed:
+    :mod:`zarr_dask.graph.witness`; a named run whose inputs changed is refused unless ``mode="w"``)."""
     check_resumable(store)
     prefix = journal.journal_prefix(path, run)
     record = journal.read_begin(store, prefix)
+    inputs = witness.of(*dask_data(identity))
     if record is not None and record.get("run") == run:
-        found = _resumable(store, plan, documents, record, resume)
+        _check_inputs(store, path, run, record, inputs, resume, identity)
+        found = _resumable(store, plan, documents, record, resume, inputs)
         if not isinstance(found, str):
             return *found, DatasetJournal(prefix=prefix, run=run, resumed=True, record=record)
         why = found
@@ -219,9 +224,39 @@ def prepare(
     record = {
         "run": run, "kind": "dataset", "plan": plan_token(plans, resume), "created": created_nodes(state, plans),
         "zarr_format": state.zarr_format, "has_consolidated": state.has_consolidated, "region": [],
-        "tasks": sum(1 for p in plans for w in p.writes if _is_dask(w.data)),
+        "tasks": sum(1 for p in plans for w in p.writes if _is_dask(w.data)), "inputs": inputs.record(),
     }  # fmt: skip
     return state, plans, DatasetJournal(prefix=prefix, run=run, resumed=False, record=record)
+
+
+def dask_data(identity: Any) -> list[Any]:
+    """The dask arrays of the dataset (or the tree's datasets) a run id is a token of."""
+    if not identity:
+        return []
+    first = identity[0]
+    datasets = [d for _, d in first] if isinstance(first, list) else [first]
+    return [v.data for d in datasets for v in d.variables.values() if _is_dask(v.data)]
+
+
+def _check_inputs(
+    store: Store, path: str, run: str, record: Mapping[str, Any], inputs: witness.Witness, resume: bool | str,
+    identity: Any,
+) -> None:  # fmt: skip
+    """A named run whose first run read other inputs is refused, unless it replaces the group (``mode="w"``:
+    it starts over); sources that cannot be witnessed are named once, at WARNING."""
+    differ = witness.changed(record.get("inputs", {}), inputs)
+    if not differ:
+        witness.warn_unwitnessed(inputs, store, path, run)
+        return
+    if isinstance(resume, str) and identity[1] != "w":
+        raise ResumeInputsChangedError(
+            f"resume={resume!r} found this run's journal, but what it reads changed since that run started "
+            f"({', '.join(differ[:3])}): its finished variables and tasks were computed from other data, and "
+            f"resuming would mix the two. Fix: pass mode='w' to write it again from the start, or give this run "
+            f"another name (resume='{resume}-2')",
+            store=store.url,
+            path=path,
+        )
 
 
 def _resumable(
@@ -230,8 +265,11 @@ def _resumable(
     documents: Callable[[StoreState, list[GroupPlan]], dict[str, bytes]],
     record: Mapping[str, Any],
     resume: bool | str,
+    inputs: witness.Witness,
 ) -> Plans | str:
     """The plans of the found run if it can be resumed, else why not."""
+    if differ := witness.changed(record.get("inputs", {}), inputs):
+        return f"its inputs changed since ({', '.join(differ[:3])})"
     try:
         state, plans = plan(lambda s: before_first_run(s, record))
     except ZarrDaskError as e:

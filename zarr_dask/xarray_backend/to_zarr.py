@@ -41,7 +41,7 @@ from zarr_dask.core.commit import (
 from zarr_dask.core.key_writes import is_fill
 from zarr_dask.core.lease import AppendLease, release_lease
 from zarr_dask.errors import UnsupportedFeatureError, WriteConflictError
-from zarr_dask.graph import resume_append
+from zarr_dask.graph import resume_append, witness
 from zarr_dask.graph.gateway import one_block_delayed
 from zarr_dask.graph.handle import ArrayHandle
 from zarr_dask.graph.in_task import compute_options
@@ -662,7 +662,7 @@ def execute_in_turn(
         if resume and identity is not None:
             run = dataset_journal.run_id(identity, store, path, resume)
             state, plans, found = dataset_journal.prepare(
-                store, path, run, plan, lambda st, pl: metadata_documents(st, pl, consolidated)[0], resume
+                store, path, run, plan, lambda st, pl: metadata_documents(st, pl, consolidated)[0], resume, identity
             )
         else:
             state, plans = plan()
@@ -687,6 +687,7 @@ class AppendRun:
     start: int  #: the group's committed length along ``append_dim``
     end: int  #: its length once this append is committed
     decision: resume_append.Decision  #: what the journal says (trusted receipts, or a fresh start)
+    inputs: Mapping[str, str] = field(default_factory=dict)  #: the witness of its sources (recorded in ``begin``)
 
 
 def _append_resumable(
@@ -723,8 +724,11 @@ def _append_resumable(
         raise
     try:
         start, end = dataset_journal.group_length(plans, append_dim)
-        run = dataset_journal.append_run_id(identity, store, path, resume, plans, append_dim, encoding)
+        inputs = witness.of(*dataset_journal.dask_data(identity))  # an unnamed run's inputs name it
+        keyed = identity if isinstance(resume, str) or not inputs.sources else (*identity, inputs.token())
+        run = dataset_journal.append_run_id(keyed, store, path, resume, plans, append_dim, encoding)
         decision = resume_append.decide(store, path, run, lease.previous, (start,), 0, members=True)
+        resume_append.check_inputs(store, path, decision, inputs, resume)
         resume_append.log_decision(store, path, decision, f"length along {append_dim!r}")
         if decision.landed is not None:
             if decision.void is not None:
@@ -732,7 +736,8 @@ def _append_resumable(
             lease.release()
             landed = DatasetWriteResult(store=store.url, groups=tuple(p.path for p in plans))
             return landed if compute else _delayed_value(landed)
-        appended = AppendRun(group=path, append_dim=str(append_dim), start=start, end=end, decision=decision)
+        appended = AppendRun(group=path, append_dim=str(append_dim), start=start, end=end, decision=decision,
+                             inputs=inputs.record())  # fmt: skip
         out = execute(state, plans, consolidated=consolidated, compute=compute, lease=lease, resume=resume,
                       appended=appended, progress=progress)  # fmt: skip
     except BaseException:
@@ -801,6 +806,6 @@ def _begin_append(
         tasks, keys = tasks + plan.tasks, keys + plan.keys
     resume_append.begin(
         store, appended.decision, (appended.start,), (appended.end,), 0, lease.token, tasks, keys,
-        kind="dataset-append", append_dim=appended.append_dim,
+        kind="dataset-append", append_dim=appended.append_dim, inputs=dict(appended.inputs),
         variables=sorted(_member_name(appended.group, p) for p in members),
     )  # fmt: skip
