@@ -34,3 +34,23 @@ def test_every_row_says_how_long() -> None:
     table = text[text.index("<!-- make-help -->") : text.index("<!-- /make-help -->")]
     rows = [r for r in table.splitlines() if r.startswith("| `")]
     assert rows and all(r.rstrip(" |").rsplit("|", 1)[1].strip() for r in rows)
+
+
+def test_the_minimum_versions_leg_pins_every_floor() -> None:
+    """ci/requirements-min.txt pins each dependency of pyproject.toml exactly at its floor (`make test-min`)."""
+    import tomllib
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = {}
+    for spec in dependencies:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?>=([\w.]+)", spec.replace(" ", ""))
+        assert match, f"pyproject.toml: {spec!r} is not 'name>=floor'"
+        floors[match.group(1).lower().replace("_", "-")] = match.group(3)
+    pins = {}
+    for line in (ROOT / "ci" / "requirements-min.txt").read_text().splitlines():
+        if match := re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?==([\w.]+)", line.split("#")[0].strip()):
+            pins[match.group(1).lower().replace("_", "-")] = match.group(3)
+    wrong = {name: (floor, pins.get(name)) for name, floor in floors.items()
+             if pins.get(name) is None or [int(x) for x in pins[name].split(".")] != [int(x) for x in floor.split(".")]
+             + [0] * (len(pins[name].split(".")) - len(floor.split(".")))}  # fmt: skip
+    assert not wrong, f"floor in pyproject.toml vs pin in ci/requirements-min.txt: {wrong}"
