@@ -222,7 +222,7 @@ def _azurite() -> Iterator[Any]:
     from tests.emulators import AZURITE, RenewedAzurite
 
     if not AZURITE.exists():
-        pytest.skip(f"Azurite is not installed at {AZURITE}: run `make .venv/.installed` (npm ci)")
+        pytest.skip(f"Azurite is not installed at {AZURITE}: run `make node_modules/.installed` (npm ci)")
     renewed = RenewedAzurite()
     try:
         yield renewed
