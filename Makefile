@@ -1,4 +1,5 @@
-# zarr_dask — two commands on a fresh machine: `make demo` and `make test`.
+# zarr_dask — on a fresh machine: `make demo` (the main job), `make test` (lint + the suite, the loop before
+# every commit, ~5 min on 2 cores), `make ci` (every leg, what CI runs, ~30 min).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,19 +11,25 @@ DASK_ARRAY_VENV ?= .venv-dask-array
 MIN_VENV ?= .venv-min
 PYTEST_ARGS ?=
 
-.PHONY: help demo docs test test-main test-expr test-dask-array test-dask test-zarr test-xarray test-oracle test-min test-slow lint typecheck bench clean
+.PHONY: help demo docs test ci venvs test-main test-expr test-dask-array test-dask test-zarr test-xarray test-oracle test-min test-install test-slow lint typecheck bench clean
 
 # Azurite, the Azure Blob emulator the tests start on 127.0.0.1 (tests/emulators.py), from the npm registry into
 # node_modules/ at the pinned versions of package-lock.json; fake-gcs-server comes with the `test` extra (PyPI).
+# Only the legs that run the emulator tests (test, test-main, test-expr, test-dask-array) need Node.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# setup.py builds the optional C reader (zarr_dask/_native.c); editing it reinstalls. Every leg that runs the
-# tests gets the emulators too (order-only: a new package-lock.json reinstalls node_modules, not the venv).
-$(VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c | node_modules/.installed
+# The package alone (`pip install -e .`: its dependencies, no extras), what `make demo` needs. setup.py builds
+# the optional C reader (zarr_dask/_native.c); editing it reinstalls.
+$(VENV)/.installed-base: pyproject.toml setup.py zarr_dask/_native.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+# The same venv with the test tools and the docs build added (the `test` and `docs` extras).
+$(VENV)/.installed: $(VENV)/.installed-base
 	$(PY) -m pip install -q -e '.[test,docs]'
 	@touch $@
 
@@ -34,7 +41,7 @@ $(ORACLE_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 		'virtualizarr>=2.8' 'h5netcdf>=1.4' h5py kerchunk fastparquet
 	@touch $@
 
-$(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c | node_modules/.installed
+$(DASK_ARRAY_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c
 	@test -x $(DASK_ARRAY_VENV)/bin/python || $(PYTHON) -m venv $(DASK_ARRAY_VENV)
 	$(DASK_ARRAY_VENV)/bin/python -m pip install -q --upgrade pip
 	$(DASK_ARRAY_VENV)/bin/python -m pip install -q -e '.[test,dask-array]'
@@ -51,26 +58,50 @@ $(MIN_VENV)/.installed: pyproject.toml setup.py zarr_dask/_native.c ci/requireme
 help:
 	@python3 ci/make-help
 
-demo: $(VENV)/.installed
+# The main job on local files, with the package alone (no test tools, no Node).
+demo: $(VENV)/.installed-base
 	$(PY) -m zarr_dask.demo
 
-test: lint docs test-main test-expr test-dask test-zarr test-xarray test-oracle test-min
+# The loop before every commit: lint, then the suite in .venv without the `integration` tests (tests/conftest.py:
+# the clusters of processes, killed and stopped writers, the GCS / Azure emulator suites and the big property
+# tests keep fixed-seed representatives here; `make ci` runs them all in test-main), and zarr-python's own
+# array tests routed to our Array (test-zarr). --durations=20: the slowest.
+test: lint test-zarr $(VENV)/.installed node_modules/.installed
+	$(PY) -m pytest -n 2 -m "not integration" --durations=20 $(PYTEST_ARGS)
 
-test-main: $(VENV)/.installed
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+# What CI runs (.ci/run): every leg below with `make -k`, so one failing leg hides no other; a line per leg
+# (PASS/FAIL, wall time, pytest's counts), then 'ci: N passed, N failed' counting legs; fails if any leg failed.
+# The first leg, `venvs`, builds every venv and node_modules at once (-j5: pip and npm mostly wait on downloads).
+CI_LEGS = venvs lint docs test-main test-expr test-dask test-zarr test-xarray test-oracle test-min test-dask-array test-install
+CI_DIR = build/ci
+ci:
+	@rm -rf $(CI_DIR) && mkdir -p $(CI_DIR)
+	@$(MAKE) -k --no-print-directory $(addprefix ci-leg-,$(CI_LEGS)) || true
+	@python3 ci/summary $(CI_DIR) $(CI_LEGS)
 
-# The graph, xarray and docs tests again with dask's expression arrays (array.query-planning on), a step of
-# `make test`. Tests meeting a gap of dask's array-expr itself are strict xfails in that mode naming the gap
+venvs:
+	$(MAKE) -j5 -k --no-print-directory $(VENV)/.installed node_modules/.installed $(ORACLE_VENV)/.installed \
+		$(MIN_VENV)/.installed $(DASK_ARRAY_VENV)/.installed
+
+ci-leg-%:
+	@MAKE='$(MAKE)' bash ci/leg $* $(CI_DIR)
+
+# The whole suite in .venv, the integration tests included (a leg of `make ci`).
+test-main: $(VENV)/.installed node_modules/.installed
+	$(PY) -m pytest -n 2 --durations=20 $(PYTEST_ARGS)
+
+# The graph, xarray and docs tests again with dask's expression arrays (array.query-planning on), a leg of
+# `make ci`. Tests meeting a gap of dask's array-expr itself are strict xfails in that mode naming the gap
 # (tests/dask_modes.py); what query planning supports is in docs/dask.md ('With dask's query planning').
-test-expr: $(VENV)/.installed
+test-expr: $(VENV)/.installed node_modules/.installed
 	DASK_ARRAY__QUERY_PLANNING=True $(PY) -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
 
 # The graph, xarray and docs tests again with the dask-array package installed and registered as xarray's
 # chunk manager (ZD_DASK_ARRAY=1: tests/conftest.py calls dask_array.xarray.register()), so zarr_dask's arrays
 # are dask_array arrays and the docs examples import dask_array as da; then its own tests and the docs with
 # dask's query planning on as well. Its gaps are strict xfails there (tests/dask_modes.py dask_array_gap).
-# Not a step of `make test` (already ~15 min on 2 cores): .ci/run runs it after.
-test-dask-array: $(DASK_ARRAY_VENV)/.installed
+# A leg of `make ci`.
+test-dask-array: $(DASK_ARRAY_VENV)/.installed node_modules/.installed
 	ZD_DASK_ARRAY=1 $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q tests/graph tests/xarray tests/test_docs.py $(PYTEST_ARGS)
 	ZD_DASK_ARRAY=1 DASK_ARRAY__QUERY_PLANNING=True $(DASK_ARRAY_VENV)/bin/python -m pytest -n 2 -q \
 		tests/graph/test_dask_array.py tests/graph/test_dropin.py tests/test_docs.py $(PYTEST_ARGS)
@@ -125,7 +156,7 @@ test-xarray: $(VENV)/.installed
 	cd "$$(mktemp -d)" && ZD_XARRAY_ROUTE=read $(XARRAY_SUITE) -k "$(XARRAY_MIXED)"
 
 # The suite at the lowest versions pyproject.toml declares (numpy, numcodecs, dask, distributed, xarray, fsspec,
-# toolz, crc32c): a floor is one this leg passes. zarr-python is not installed there (zarr 3 needs a newer
+# toolz, crc32c, google-crc32c): a floor is one this leg passes. zarr-python is not installed there (zarr 3 needs a newer
 # numcodecs), so its interop tests skip; they run in test-main and test-oracle.
 test-min: $(MIN_VENV)/.installed
 	$(MIN_VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
@@ -133,13 +164,18 @@ test-min: $(MIN_VENV)/.installed
 # The randomized concurrency suites at full size (100+ runs per store kind and scenario), on demand; the
 # stalled-writer scenarios of tests/graph/test_fencing.py (800 runs of writer processes) take ~25 min of it, and
 # on the GCS and Azure emulators (25 seeds a scenario there: 100 runs a store) ~40 min more on 2 shared cores.
-test-slow: $(VENV)/.installed
+test-slow: $(VENV)/.installed node_modules/.installed
 	ZD_SLOW=1 $(PY) -m pytest -n 2 -m slow $(PYTEST_ARGS)
 
 # The interop tests again, against the newest zarr-python, and the Icechunk / VirtualiZarr tests (icechunk 2.x
 # needs Python >= 3.12: they skip in the other legs).
 test-oracle: $(ORACLE_VENV)/.installed
 	ICECHUNK_LOG=error $(ORACLE_VENV)/bin/python -m pytest -n 2 -m "oracle or icechunk" $(PYTEST_ARGS)
+
+# What a plain `pip install zarr-dask` gives: a fresh venv without extras runs the README's first example with
+# nothing on stderr (no warning every user would see; ci/check-install). A leg of `make ci`.
+test-install:
+	PYTHON=$(PYTHON) bash ci/check-install
 
 # The guides (docs/*.md) and the API reference (docs/api.rst, from the docstrings), warnings as errors.
 docs: $(VENV)/.installed

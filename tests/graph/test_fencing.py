@@ -7,7 +7,8 @@ a dataset append is killed between two commits while a reader polls. Every test 
 against what each writer reported: the committed rows of every writer that succeeded are there exactly once and
 unchanged, a writer that was fenced off reports ``FencedWriteError`` and left no committed row changed. The
 control runs the same scenario with fencing switched off in the worker and shows that the check catches the
-loss. ``make test`` runs fixed seeds; ``make test-slow`` (``ZD_SLOW=1``) 100 random moments per scenario.
+loss. ``make ci`` runs fixed seeds (``make test`` three of them: tests/conftest.py KEEP); ``make test-slow``
+(``ZD_SLOW=1``) 100 random moments per scenario.
 """
 
 from __future__ import annotations

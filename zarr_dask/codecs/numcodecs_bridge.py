@@ -81,7 +81,7 @@ ALLOWLIST: dict[str, NumcodecsEntry] = {
     "lzma": NumcodecsEntry("numcodecs.lzma:LZMA", _BB),
     "shuffle": NumcodecsEntry("numcodecs.shuffle:Shuffle", _BB),
     "crc32": NumcodecsEntry("numcodecs.checksum32:CRC32", _BB),
-    "crc32c": NumcodecsEntry("numcodecs.checksum32:CRC32C", _BB, package="crc32c"),
+    "crc32c": NumcodecsEntry("numcodecs.checksum32:CRC32C", _BB, package="google-crc32c"),
     "adler32": NumcodecsEntry("numcodecs.checksum32:Adler32", _BB),
     "fletcher32": NumcodecsEntry("numcodecs.fletcher32:Fletcher32", _BB),
     "jenkins_lookup3": NumcodecsEntry("numcodecs.checksum32:JenkinsLookup3", _BB),
