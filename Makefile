@@ -1,5 +1,5 @@
 # zarr_dask — on a fresh machine: `make demo` (the main job), `make test` (lint + the suite, the loop before
-# every commit, ~5 min on 2 cores), `make ci` (every leg, what CI runs, ~30 min).
+# every commit, ~3 min on 2 idle cores), `make ci` (every leg, what CI runs, ~30 min; 59 min on the loaded machine).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
