@@ -220,6 +220,12 @@ def prepare(
             return *found, DatasetJournal(prefix=prefix, run=run, resumed=True, record=record)
         why = found
         _log.info("%s /%s: run %s of this write found, but %s: starting over", store.url, path, run, why)
+    elif record is None and (others := journal.other_runs(store, path, run)):
+        _log.info(
+            "%s /%s: resume found no journal of run %s, only of other run(s) (%s): the dataset, its encoding or "
+            "the write's options differ from theirs, so this write starts from the beginning (resume='<name>' "
+            "names a run across such changes)", store.url, path, run, ", ".join(others[:3]) + (", ..." if len(others) > 3 else ""),
+        )  # fmt: skip
     state, plans = plan(lambda s: s)
     record = {
         "run": run, "kind": "dataset", "plan": plan_token(plans, resume), "created": created_nodes(state, plans),
