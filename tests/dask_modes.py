@@ -33,6 +33,11 @@ _GAPS = {
         "da.store is not implemented ('Function store is not implemented for dask-expr'), so xarray's own "
         "engine='zarr' cannot write dask data",
     ),
+    "np_reshape": (
+        NotImplementedError,
+        "np.reshape of an Array raises NotImplementedError (__array_function__), so xarray's coarsen "
+        "(Variable.coarsen_reshape) of dask-backed data fails: zarr_dask.pyramid needs it",
+    ),
     "result_type": (
         NotImplementedError,
         "np.result_type of an Array raises NotImplementedError (__array_function__), so xarray's CF encoding "

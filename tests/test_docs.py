@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.dask_modes import DASK_ARRAY
+from tests.dask_modes import DASK_ARRAY, expr_gap
 
 ROOT = Path(__file__).resolve().parents[1]
 #: guides whose examples need an optional package: they run where it is installed (icechunk: the oracle leg)
 NEEDS = {"icechunk.md": ("icechunk", pytest.mark.icechunk)}
+#: guides whose examples meet a gap of dask's expression arrays (strict xfails under query planning only)
+EXPR_GAPS = {"pyramids.md": "np_reshape"}
 DOC_FILES = [
-    pytest.param(p, marks=NEEDS[p.name][1]) if p.name in NEEDS else p
+    pytest.param(p, marks=NEEDS[p.name][1]) if p.name in NEEDS
+    else pytest.param(p, marks=expr_gap(EXPR_GAPS[p.name], raises=AssertionError)) if p.name in EXPR_GAPS else p
     for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)

@@ -121,6 +121,8 @@ def test_s3_error_codes_as_s3fs_raises_them(code: str, status: int, kind: str | 
 
 
 def test_throttled_and_credential_classes_of_the_other_clients() -> None:
+    pytest.importorskip("azure.core", reason="azure-core comes with the test extra's adlfs")
+    pytest.importorskip("botocore", reason="botocore comes with the test extra's s3fs")
     import aiohttp
     import yarl
     from azure.core.exceptions import ClientAuthenticationError, HttpResponseError

@@ -305,3 +305,22 @@ def test_an_uncontended_lock_logs_nothing(store: LocalStore, caplog: pytest.LogC
             store.set("a/k", b"v")
             assert store.set_if_unchanged({"a/k": (b"w", store.get_versioned(["a/k"])["a/k"].version)}) == {"a/k": True}
     assert not caplog.records
+
+
+def test_a_write_whose_temporary_file_a_concurrent_delete_removed_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer's ``delete_prefix`` of the key's directory (a journal closed by another resumer of the same
+    run) can remove the temporary file between its creation and its rename: the write is made again, not failed."""
+    from zarr_dask.store import files
+
+    store = LocalStore(str(tmp_path))
+    real, calls = files.replace, []
+
+    def removed_first(temp: str, path: str) -> bool:
+        calls.append(temp)
+        if len(calls) == 1:
+            files.remove_tree(os.path.dirname(temp))  # what the concurrent delete_prefix did
+        return real(temp, path)
+
+    monkeypatch.setattr(files, "replace", removed_first)
+    store.set("j/t/0.0", b"receipt")
+    assert len(calls) == 2 and store.get("j/t/0.0") == b"receipt"

@@ -137,7 +137,7 @@ def test_fill_missing_appends_missing_values_to_the_variables_the_dataset_lacks(
     zarr_dask.to_zarr_dataset(first, url, storage_options=so)
     month = _month(5, ["t2m"])
     zarr_dask.to_zarr_dataset(month, url, append_dim="time", storage_options=so, fill_missing=True, resume=resume)
-    got = _open(url, so)
+    got, first, month = _open(url, so), first.compute(), month.compute()
     assert got.sizes == {"time": 10, "x": 3}
     np.testing.assert_array_equal(got.tp.values[:5], first.tp.values)
     assert np.isnan(got.tp.values[5:]).all() and np.isnat(got.when.values[5:]).all()

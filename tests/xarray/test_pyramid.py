@@ -15,8 +15,10 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from dask.tokenize import TokenizationError
 
 import zarr_dask
+from tests.dask_modes import DASK_ARRAY, expr_gap
 from zarr_dask.errors import UnsupportedFeatureError, WritePlanError
 
 SCHEMA = Path(__file__).with_name("multiscales_v1.schema.json")
@@ -64,6 +66,7 @@ def _reference(ds: xr.Dataset, method: str) -> xr.Dataset:
         return c.reduce({"nearest": _first, "mode": _mode, "sum": np.sum}[method])
 
 
+@expr_gap("np_reshape")
 @pytest.mark.parametrize(
     ("method", "kind"), [("mean", "f"), ("mean", "i"), ("nearest", "f"), ("min", "f"), ("max", "f"), ("mode", "i")]
 )
@@ -84,6 +87,7 @@ def test_levels_equal_coarsen_level_by_level(method: str, kind: str) -> None:
             xr.testing.assert_identical(got, ref)
 
 
+@expr_gap("np_reshape")
 def test_user_function_applied_as_coarsen_reduce() -> None:
     ds = _source("i")
     zarr_dask.pyramid(ds, "memory://pyramid-func", levels=2, method=np.sum)
@@ -91,6 +95,7 @@ def test_user_function_applied_as_coarsen_reduce() -> None:
     xr.testing.assert_identical(got, _reference(ds, "sum"))
 
 
+@expr_gap("np_reshape")
 def test_fill_values_never_average_into_data(tmp_path: Path) -> None:
     data = np.array([[1, 3, -9999, -9999], [-9999, 5, -9999, -9999]], dtype="int16")
     ds = xr.Dataset({"v": (("y", "x"), data)})
@@ -101,6 +106,8 @@ def test_fill_values_never_average_into_data(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got, [[3.0, np.nan]])
 
 
+@expr_gap("np_reshape", raises=(NotImplementedError, TokenizationError))  # (its counting closure is not tokenized there)
+@pytest.mark.xfail(DASK_ARRAY, reason="dask-array: its counting closure is not tokenized deterministically", strict=False)
 def test_each_source_block_is_read_once() -> None:
     calls: list[tuple[int, ...]] = []
     lock = threading.Lock()
@@ -117,6 +124,7 @@ def test_each_source_block_is_read_once() -> None:
     assert len(calls) == 16 and len(set(calls)) == 16
 
 
+@expr_gap("np_reshape")
 def test_multiscales_metadata_validates_and_zarr_python_reads_each_level(tmp_path: Path) -> None:
     zarr = pytest.importorskip("zarr")
     ds = _source()
@@ -138,6 +146,7 @@ def test_multiscales_metadata_validates_and_zarr_python_reads_each_level(tmp_pat
         np.testing.assert_array_equal(arr[...], tree[str(i)].v.values)
 
 
+@expr_gap("np_reshape")
 def test_ome_zarr_metadata_has_the_required_structure(tmp_path: Path) -> None:
     """The structure OME-Zarr 0.5's image.schema requires, checked explicitly (its schema is not vendored)."""
     zarr = pytest.importorskip("zarr")
@@ -160,6 +169,7 @@ def test_ome_zarr_metadata_has_the_required_structure(tmp_path: Path) -> None:
         assert arr.ndim == len(image["axes"])
 
 
+@expr_gap("np_reshape")
 def test_ome_zarr_refuses_axes_it_cannot_describe_before_writing(tmp_path: Path) -> None:
     ds = _source().transpose("y", "x", "t")
     with pytest.raises(UnsupportedFeatureError, match=r"variable 'v'.*transpose"):
@@ -172,6 +182,7 @@ def test_updating_a_pyramid_is_refused_not_faked() -> None:
         zarr_dask.pyramid(_source(), "memory://pyramid-append", levels=2, mode="a")  # type: ignore[arg-type]
 
 
+@expr_gap("np_reshape")
 def test_pyramid_level_picks_by_resolution_or_pixels() -> None:
     zarr_dask.pyramid(_source(), "memory://pyramid-pick", levels=3)
     tree = xr.open_datatree("memory://pyramid-pick", engine="zarr_dask")
@@ -183,6 +194,7 @@ def test_pyramid_level_picks_by_resolution_or_pixels() -> None:
         zarr_dask.pyramid_level(tree)
 
 
+@expr_gap("np_reshape")
 def test_default_levels_halve_until_one_chunk() -> None:
     meta = zarr_dask.pyramid(_source(), "memory://pyramid-default", chunks={"y": 4, "x": 4})
     assert len(meta["multiscales"]["layout"]) == 3  # 13 x 11, 6 x 5, 3 x 2 (fits a 4 x 4 chunk)
@@ -197,7 +209,7 @@ def test_default_levels_halve_until_one_chunk() -> None:
     ("kwargs", "match"),
     [
         ({"dims": ("lat", "lon")}, r"no dimension 'lat'.*dims="),
-        ({"levels": 5}, r"level 4 cannot be made.*levels=4"),
+        pytest.param({"levels": 5}, r"level 4 cannot be made.*levels=4", marks=expr_gap("np_reshape")),
         ({"method": "median"}, r"unknown method 'median'"),
         ({"factor": 1}, r"factor must be an integer of at least 2"),
     ],
@@ -225,6 +237,7 @@ def test_mode_w_replaces_a_deeper_pyramid_and_other_variables_are_carried(tmp_pa
     assert level.v.shape == (4, 4)
 
 
+@expr_gap("np_reshape")
 def test_spatial_and_proj_attributes_are_carried_per_level(tmp_path: Path) -> None:
     """The zarr-conventions ``spatial`` convention composed with ``multiscales``: each layout entry gets its
     level's ``spatial:transform`` and ``spatial:shape``, as the convention's geospatial example shows."""
@@ -263,6 +276,7 @@ def test_an_integer_fill_value_in_memory_never_enters_a_result(method: str, expe
         np.testing.assert_array_equal(level.classes.values, expected)
 
 
+@expr_gap("np_reshape")
 def test_a_sharded_source_keeps_its_shards_at_every_level(tmp_path: Path) -> None:
     ds = xr.Dataset({"v": (("t", "y", "x"), np.arange(2 * 20 * 16.0).reshape(2, 20, 16))})
     ds.v.encoding.update(chunks=(1, 4, 4), shards=(2, 8, 8))

@@ -259,9 +259,11 @@ def remove_tree(path: str) -> None:
         return
     if not os.path.isdir(path):
         return
-    shutil.rmtree(path, ignore_errors=True)
-    if os.path.lexists(path):
-        shutil.rmtree(path)  # again, to raise the real error
+    for _ in range(_CREATE_ATTEMPTS):  # again while a concurrent writer adds files below it meanwhile
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+    shutil.rmtree(path)  # again, to raise the real error
 
 
 def empty_directory(root: str) -> None:

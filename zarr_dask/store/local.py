@@ -26,6 +26,11 @@ _MAX_SAFE_DIRS = 100_000
 _Opener: TypeAlias = Callable[[str], "tuple[int, int] | None"]
 
 
+#: how often a write is made again when its temporary file vanished before its rename: a concurrent
+#: ``delete_prefix`` of its directory (a journal closed by another resumer of the same run) removed it
+_REMOVED_ATTEMPTS = 20
+
+
 class LocalStore(Store):
     """A store in a directory of the local filesystem.
 
@@ -408,16 +413,21 @@ class LocalStore(Store):
         directory, name = os.path.split(path)
         written = False
         try:
-            temp = files.write_temp(directory, name, value, fsync=self.fsync)
-            try:
-                if exclusive:
-                    written = files.link_exclusive(temp, path)
-                else:
-                    with self.key_lock(key):  # never between a conditional write's comparison and its rename
-                        written = files.replace(temp, path)
-            finally:
-                if exclusive or not written:
-                    files.unlink_quietly(temp)
+            for attempt in range(_REMOVED_ATTEMPTS):  # again if a concurrent delete_prefix removed the temp file
+                temp = files.write_temp(directory, name, value, fsync=self.fsync)
+                try:
+                    if exclusive:
+                        written = files.link_exclusive(temp, path)
+                    else:
+                        with self.key_lock(key):  # never between a conditional write's comparison and its rename
+                            written = files.replace(temp, path)
+                    break
+                except FileNotFoundError:
+                    if attempt + 1 == _REMOVED_ATTEMPTS:
+                        raise
+                finally:
+                    if exclusive or not written:
+                        files.unlink_quietly(temp)
             if written and self.fsync:
                 files.fsync_directory(directory)
         except OSError as exc:
