@@ -66,6 +66,14 @@ _DASK_ARRAY_GAPS = {
 }
 
 
+#: dask-array 0.7 tokenizes ``from_array(..., name=...)`` with a UUID per call (checked: ``dask_array.from_array(x,
+#: chunks=2, name="n").map_blocks(f).name`` differs between two constructions; without ``name=`` it does not)
+DASK_ARRAY_NAMES = (
+    "dask-array: from_array(..., name=) tokenizes with a UUID per call, so from_zarr(...).map_blocks(f) is named "
+    "anew each time and an unnamed resume finds another run id (resume='<name>' is unaffected)"
+)
+
+
 def dask_array_gap(name: str) -> pytest.MarkDecorator:
     """A strict xfail with the dask-array package registered (``make test-dask-array``) for its gap ``name``,
     checked on a plain ``dask_array.from_array`` (no zarr_dask involved)."""

@@ -15,16 +15,17 @@ import numpy as np
 import pytest
 
 import zarr_dask
-from tests.dask_modes import DASK_ARRAY  # noqa: E402
+from tests.dask_modes import DASK_ARRAY, DASK_ARRAY_NAMES  # noqa: E402
 from tests.graph import _resume_job as job
 from tests.graph._resume_job import Dies
 from zarr_dask.errors import ResumeInputsChangedError
 from zarr_dask.store import open_store
 
-#: under the dask-array package (make test-dask-array) a re-run of these jobs does not find its first run's
-#: journal (another run id) in some of them: not yet understood, tracked in issue 37; legacy dask and query
-#: planning run them all
-pytestmark = pytest.mark.xfail(DASK_ARRAY, reason="dask-array: a re-run does not find its run (issue 37)", strict=False)
+#: under the dask-array package (make test-dask-array) an unnamed re-run of these jobs gets another run id:
+#: dask-array 0.7 tokenizes ``from_array(..., name=...)`` with a UUID per call, so ``from_zarr(...).map_blocks(f)``
+#: is named anew at each construction (checked on a plain ``dask_array.from_array``: tests/dask_modes.py); a named
+#: run (``resume="name"``) is unaffected. Non-strict: only the tests of unnamed runs meet it.
+pytestmark = pytest.mark.xfail(DASK_ARRAY, reason=DASK_ARRAY_NAMES, strict=False)
 
 ROWS, COLS, CH = 48, 8, (8, 8)  # a day: 6 blocks of 8 rows, one storage key each
 
