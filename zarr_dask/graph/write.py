@@ -20,6 +20,7 @@ from dask.base import tokenize
 
 from zarr_dask.core.lease import Fence
 from zarr_dask.errors import (
+    ContainsArrayError,
     InvalidModeError,
     UnsupportedFeatureError,
 )
@@ -347,7 +348,18 @@ def _write(
         )
     if target.action in ("create", "overwrite") and not (resumed is not None and resumed.resumed and not resumed.metadata):
         # a resumed write's first run did it (and deleted what it overwrote) already, unless it was deleted since
-        create_metadata(target)
+        try:
+            create_metadata(target)
+        except ContainsArrayError as exc:
+            if not overwrite:
+                raise
+            raise ContainsArrayError(
+                "another writer created an array here while this overwrite=True write was replacing it (two runs of "
+                "one job at once, or another writer of this target): nothing of this write was written. Fix: run "
+                "it again once the other writer is done (it replaces that array; with resume=True it resumes it "
+                "if it is this job's)",
+                store=exc.store, path=exc.path,
+            ) from exc
     # into an Icechunk session: a Delayed, whose result carries the forks' changes back to the session
     as_array = as_array and not transactional
     return _run(arr, target, compute, return_stored, consolidated, as_array=as_array, resumed=resumed,
