@@ -253,6 +253,16 @@ def s3_bucket_url(s3_storage_options: dict[str, Any]) -> Iterator[str]:
         fs.rm(bucket, recursive=True)
 
 
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """``where(name) -> (url, keyword arguments)``: a location on local files, then on moto S3 (the
+    ``storage_options`` to pass along), for tests that run the same scenario on both."""
+    if request.param == "local":
+        return lambda name: (str(tmp_path / name), {})
+    url, options = request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
+    return lambda name: (f"{url}/{name}", {"storage_options": options})
+
+
 # ------------------------------------------------------------------------------------------ GCS, Azure
 @pytest.fixture(scope="session")
 def gcs_server() -> Iterator[str]:

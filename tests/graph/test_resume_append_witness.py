@@ -35,14 +35,6 @@ def _short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZARR_DASK_APPEND_LEASE_TTL", "1.0")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "local":
-        return lambda name: (str(tmp_path / name), {})
-    url, options = request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
-    return lambda name: (f"{url}/{name}", {"storage_options": options})
-
-
 def _day(day: int, rows: int = ROWS) -> np.ndarray:
     return np.random.default_rng(day).integers(0, 1000, (rows, COLS)).astype("f8") + 10000.0 * day
 

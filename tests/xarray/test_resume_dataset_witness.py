@@ -28,14 +28,6 @@ pytestmark = pytest.mark.xfail(DASK_ARRAY, reason=DASK_ARRAY_NAMES, strict=False
 ENC = {"v": {"chunks": CHUNKS}}
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "local":
-        return lambda name: (str(tmp_path / name), {})
-    url, options = request.getfixturevalue("s3_bucket_url"), request.getfixturevalue("s3_storage_options")
-    return lambda name: (f"{url}/{name}", {"storage_options": options})
-
-
 def _values(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 1000, SHAPE).astype("f8")
 

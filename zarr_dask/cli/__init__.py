@@ -39,17 +39,23 @@ def human(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
+def json_argument(text: str, what: str, kind: type, form: str, example: str) -> Any:
+    """Parse the JSON value of a command-line option that must be a ``kind`` (``form``: "a JSON object"...);
+    a ValueError naming the option, an ``example`` and what was given otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} must be {form}, e.g. '{example}': {e}") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{what} must be {form}, e.g. '{example}', got {text!r}")
+    return value
+
+
 def storage_options(text: str | None, what: str = "--storage-options") -> dict[str, Any] | None:
     """Parse a JSON object of fsspec options (None when not given)."""
     if not text:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} must be a JSON object, e.g. '{{\"anon\": true}}': {e}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be a JSON object, e.g. '{{\"anon\": true}}', got {text!r}")
-    return value
+    return dict(json_argument(text, what, dict, "a JSON object", '{"anon": true}'))
 
 
 def _common() -> argparse.ArgumentParser:

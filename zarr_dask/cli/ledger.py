@@ -23,18 +23,13 @@ import json
 from typing import Any
 
 import zarr_dask
-from zarr_dask.cli import node_arguments, storage_options
+from zarr_dask.cli import json_argument, node_arguments, storage_options
 from zarr_dask.errors import NodeNotFoundError
 
 
 def _regions(text: str) -> list[Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--regions must be JSON, e.g. '[[[0, 24]], [[24, 48]]]' or '[{{\"time\": [0, 24]}}]': {e}") from None
-    if not isinstance(value, list):
-        raise ValueError(f"--regions must be a JSON list of regions, one per job, e.g. '[[[0, 24]], [[24, 48]]]', got {text!r}")
-    return value
+    example = '[[[0, 24]], [[24, 48]]]\' or \'[{"time": [0, 24]}]'
+    return list(json_argument(text, "--regions", list, "a JSON list of regions, one per job", example))
 
 
 def _shown(region: Any) -> str:
